@@ -1,0 +1,61 @@
+# Swift for containerd. `make demo` and `make test` do all set-up on a fresh
+# Debian 12 machine (as root): `deps` installs packages and builds a
+# containerd into $(CACHE), reused on later runs.
+SHELL := /bin/bash
+GO ?= go
+CACHE ?= /var/cache/swift-build
+CONTAINERD_VERSION ?= v2.4.2
+CONTAINERD_BIN ?= $(CACHE)/containerd-$(CONTAINERD_VERSION:v%=%)
+PREFIX ?= /usr/local
+BIN := $(CURDIR)/bin
+OUT := $(CURDIR)/out
+FUZZTIME ?= 10s
+BENCH_RUNS ?= 10
+GOFILES = $(shell git ls-files -co --exclude-standard '*.go')
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
+
+export SWIFT_BIN := $(BIN)
+export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
+
+.PHONY: all build install deps test unit lint fuzz integration bench demo clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+install: build
+	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
+
+deps:
+	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION)
+
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit: lint
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+# Each fuzz target runs for FUZZTIME on top of its seed corpus.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./annotations
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $(FUZZTIME) ./shim
+
+integration: deps build
+	$(GO) test -count=1 -v -timeout 20m ./test/integration
+
+test: deps build unit fuzz integration
+
+bench: deps build
+	@mkdir -p $(OUT)
+	$(BIN)/swiftctl bench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
+
+demo: deps build
+	@echo "make demo: the RDMA demo (VM, zygote, forked function) is not built yet; see README"
+	@exit 1
+
+clean:
+	rm -rf $(BIN) $(OUT)

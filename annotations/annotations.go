@@ -1,0 +1,194 @@
+package annotations
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/errdefs"
+)
+
+// Prefix is the annotation namespace of the Swift runtime.
+const Prefix = "swift.io/"
+
+// Keys of the swift.io/ annotations.
+const (
+	RDMA    = Prefix + "rdma"
+	Tenant  = Prefix + "tenant"
+	Devices = Prefix + "devices"
+	Pool    = Prefix + "pool"
+	Peers   = Prefix + "peers"
+	Verbs   = Prefix + "verbs"
+	Zygote  = Prefix + "zygote"
+)
+
+// CRIContainerType is the CRI annotation that marks the sandbox (pause) container.
+const CRIContainerType = "io.kubernetes.cri.container-type"
+
+// MaxPool bounds swift.io/pool (QPs per peer).
+const MaxPool = 1024
+
+// Known lists every key this version understands, in documentation order.
+var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote}
+
+// Peer is one entry of swift.io/peers.
+type Peer struct {
+	Name string
+	Host string
+	Port uint16
+}
+
+// Options is what a container asked for.
+type Options struct {
+	// RDMA is the swift.io/rdma opt-in; nil when the annotation is absent.
+	RDMA    *bool
+	Tenant  string
+	Devices []string
+	Pool    int
+	Peers   []Peer
+	Verbs   string
+	Zygote  *bool
+	// Given lists the swift.io/ keys present, sorted.
+	Given []string
+}
+
+// Enabled tells whether the container opts in, given the node default.
+func (o Options) Enabled(nodeDefault bool) bool {
+	if o.RDMA != nil {
+		return *o.RDMA
+	}
+	return nodeDefault
+}
+
+var (
+	labelRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	deviceRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	hostRe   = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?$`)
+)
+
+func invalid(key, value, format string, args ...any) error {
+	return fmt.Errorf("annotation %s=%q: %s: %w", key, value, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
+}
+
+// Parse reads the swift.io/ annotations of a container. Other annotations are ignored.
+func Parse(annotations map[string]string) (Options, error) {
+	var o Options
+	keys := make([]string, 0, len(annotations))
+	for k := range annotations {
+		if strings.HasPrefix(k, Prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	o.Given = keys
+	for _, k := range keys {
+		v := annotations[k]
+		var err error
+		switch k {
+		case RDMA:
+			o.RDMA, err = parseBool(k, v)
+		case Zygote:
+			o.Zygote, err = parseBool(k, v)
+		case Tenant:
+			if !labelRe.MatchString(v) {
+				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)")
+			}
+			o.Tenant = v
+		case Devices:
+			o.Devices, err = parseDevices(k, v)
+		case Pool:
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 1 || n > MaxPool {
+				err = invalid(k, v, "want a whole number of QPs per peer from 1 to %d", MaxPool)
+			}
+			o.Pool = n
+		case Peers:
+			o.Peers, err = parsePeers(k, v)
+		case Verbs:
+			if v != "cached" && v != "stock" {
+				err = invalid(k, v, "want cached or stock")
+			}
+			o.Verbs = v
+		default:
+			err = invalid(k, v, "unknown key; known keys are %s", strings.Join(Known, ", "))
+		}
+		if err != nil {
+			return Options{}, err
+		}
+	}
+	if o.RDMA != nil && !*o.RDMA {
+		for _, k := range keys {
+			if k != RDMA {
+				return Options{}, invalid(k, annotations[k], "given while %s=false; remove it or opt in", RDMA)
+			}
+		}
+	}
+	return o, nil
+}
+
+func parseBool(k, v string) (*bool, error) {
+	switch v {
+	case "true":
+		b := true
+		return &b, nil
+	case "false":
+		b := false
+		return &b, nil
+	}
+	return nil, invalid(k, v, "want true or false")
+}
+
+func parseDevices(k, v string) ([]string, error) {
+	if v == "" {
+		return nil, invalid(k, v, "want a comma-separated list of RDMA device names")
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range strings.Split(v, ",") {
+		d = strings.TrimSpace(d)
+		if !deviceRe.MatchString(d) {
+			return nil, invalid(k, v, "%q is not an RDMA device name", d)
+		}
+		if seen[d] {
+			return nil, invalid(k, v, "device %q listed twice", d)
+		}
+		seen[d] = true
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func parsePeers(k, v string) ([]Peer, error) {
+	if v == "" {
+		return nil, invalid(k, v, "want name=host:port,...")
+	}
+	var out []Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		name, addr, ok := strings.Cut(item, "=")
+		if !ok || !labelRe.MatchString(name) {
+			return nil, invalid(k, v, "%q is not name=host:port with a lowercase DNS-label name", item)
+		}
+		if seen[name] {
+			return nil, invalid(k, v, "peer %q listed twice", name)
+		}
+		seen[name] = true
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, invalid(k, v, "peer %q: address %q is not host:port", name, addr)
+		}
+		if net.ParseIP(host) == nil && !hostRe.MatchString(host) {
+			return nil, invalid(k, v, "peer %q: %q is not an IP address or host name", name, host)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 {
+			return nil, invalid(k, v, "peer %q: port %q is not 1-65535", name, port)
+		}
+		out = append(out, Peer{Name: name, Host: host, Port: uint16(p)})
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/swift-rdma/swift-containerd/test/harness"
+)
+
+// cmdBench measures `ctr run --rm` of the same container through runc.v2
+// and swift.v2 (RDMA off), paired run by run in one process, and merges the
+// medians into the bench JSON file.
+func cmdBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	runs := fs.Int("runs", 10, "paired runs (at least 10 for the report)")
+	out := fs.String("out", "out/bench.json", "bench JSON file (merged, not replaced)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *runs < 1 {
+		return errors.New("--runs must be at least 1")
+	}
+	dir, err := os.MkdirTemp("", "swift-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, err := harness.Start(ctx, filepath.Join(dir, "ctrd"), harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := harness.BuildRootfs(rootfs); err != nil {
+		return err
+	}
+	runtimes := []string{"io.containerd.runc.v2", "io.containerd.swift.v2"}
+	times := map[string][]float64{}
+	// one unmeasured warm-up per runtime: page cache, binaries
+	for i := -1; i < *runs; i++ {
+		for j, rt := range runtimes {
+			// alternate which runtime goes first to cancel drift
+			if i%2 == 1 {
+				rt = runtimes[1-j]
+			}
+			id := fmt.Sprintf("bench-%d-%d", i+1, j)
+			start := time.Now()
+			if _, se, err := d.Ctr(ctx, "run", "--rm", "--rootfs", rootfs, "--runtime", rt, id, "/bin/true"); err != nil {
+				return fmt.Errorf("ctr run %s: %v: %s", rt, err, se)
+			}
+			if i >= 0 {
+				times[rt] = append(times[rt], float64(time.Since(start).Microseconds())/1000)
+			}
+		}
+	}
+	res := map[string]any{
+		"shim.runc_ms":  median(times[runtimes[0]]),
+		"shim.swift_ms": median(times[runtimes[1]]),
+		"shim.runs":     *runs,
+	}
+	res["shim.ratio"] = res["shim.swift_ms"].(float64) / res["shim.runc_ms"].(float64)
+	if err := mergeJSON(*out, res); err != nil {
+		return err
+	}
+	fmt.Printf("shim: runc.v2 %.1f ms, swift.v2 %.1f ms (median of %d paired runs), ratio %.3f -> %s\n",
+		res["shim.runc_ms"], res["shim.swift_ms"], *runs, res["shim.ratio"], *out)
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// mergeJSON sets keys in the JSON object stored at path, keeping the others.
+func mergeJSON(path string, kv map[string]any) error {
+	m := map[string]any{}
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("%s is not a JSON object: %w", path, err)
+		}
+	}
+	for k, v := range kv {
+		m[k] = v
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

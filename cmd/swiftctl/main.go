@@ -1,0 +1,51 @@
+// Command swiftctl is the operator CLI of the Swift runtime: node checks,
+// config validation and benchmarks.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage: swiftctl COMMAND [flags]
+
+commands:
+  config check [FILE]   validate a node config (default: $SWIFT_CONFIG or /etc/swift/config.toml)
+  devices               list the node's RDMA devices and their uverbs nodes
+  bench                 run the benchmarks and write out/bench.json
+  version               print the version
+`)
+}
+
+// Version is set by the build.
+var Version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	var err error
+	switch os.Args[1] {
+	case "config":
+		err = cmdConfig(os.Args[2:])
+	case "devices":
+		err = cmdDevices(os.Args[2:])
+	case "bench":
+		err = cmdBench(ctx, os.Args[2:])
+	case "version":
+		fmt.Println("swiftctl", Version)
+	case "-h", "--help", "help":
+		usage()
+	default:
+		usage()
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "swiftctl:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,99 @@
+package inject
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/rdma"
+)
+
+// EnvDevices names the variable that tells a workload its RDMA devices.
+const EnvDevices = "SWIFT_RDMA_DEVICES"
+
+// Node is what Plan knows of the node besides its config.
+type Node struct {
+	Inventory rdma.Inventory
+	// RDMACgroup tells whether the rdma cgroup controller is available;
+	// without it runc refuses linux.resources.rdma, so limits are left out.
+	RDMACgroup bool
+	// MemlockHard is the hard RLIMIT_MEMLOCK the runtime runs with, and
+	// CanRaiseMemlock tells whether it holds CAP_SYS_RESOURCE to go past it.
+	// runc sets the container's limit from a process with the same limits
+	// and capabilities, so a limit above MemlockHard without the capability
+	// would fail deep inside runc; Plan refuses it up front instead.
+	MemlockHard     uint64
+	CanRaiseMemlock bool
+}
+
+// Plan validates a container's request against the node and returns the
+// modifier chain in its fixed order: devices, rdma limits, memlock, env.
+// warnings lists what was left out and why (to be logged by the caller).
+func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
+	inv := node.Inventory
+	if len(inv.Devices) == 0 {
+		return nil, nil, fmt.Errorf("container opts in to RDMA but this node has no RDMA devices (none under %s/sys/class/infiniband_verbs): %w",
+			strings.TrimSuffix(cfg.RDMA.SysRoot, "/"), errdefs.ErrFailedPrecondition)
+	}
+	devices := inv.Devices
+	if len(opts.Devices) > 0 {
+		devices = nil
+		for _, name := range opts.Devices {
+			d, ok := inv.Device(name)
+			if !ok {
+				return nil, nil, fmt.Errorf("annotation %s: device %q is not present on this node (present: %s): %w",
+					annotations.Devices, name, strings.Join(inv.Names(), ", "), errdefs.ErrInvalidArgument)
+			}
+			devices = append(devices, d)
+		}
+	}
+	var nodes []rdma.Node
+	var names []string
+	for _, d := range devices {
+		nodes = append(nodes, d.Uverbs)
+		names = append(names, d.Name)
+	}
+	if inv.RDMACM != nil {
+		nodes = append(nodes, *inv.RDMACM)
+	}
+	mods = append(mods, Devices{Nodes: nodes})
+
+	if cfg.RDMA.HCAHandle != 0 || cfg.RDMA.HCAObject != 0 {
+		if node.RDMACgroup {
+			mods = append(mods, RDMALimits{Devices: names, HCAHandle: cfg.RDMA.HCAHandle, HCAObject: cfg.RDMA.HCAObject})
+		} else {
+			warnings = append(warnings, "rdma cgroup controller not available on this node: rdma.hca_handle/hca_object limits not applied")
+		}
+	}
+	memlock := cfg.MemlockBytes()
+	if memlock > node.MemlockHard && !node.CanRaiseMemlock {
+		return nil, nil, fmt.Errorf("rdma.memlock = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
+			"set rdma.memlock to at most %s, or run containerd with CAP_SYS_RESOURCE (or LimitMEMLOCK=infinity): %w",
+			cfg.RDMA.Memlock, humanBytes(node.MemlockHard), humanBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
+	}
+	mods = append(mods, Memlock{Bytes: memlock})
+
+	env := map[string]string{EnvDevices: strings.Join(names, ",")}
+	for k, v := range cfg.RDMA.Env {
+		env[k] = v
+	}
+	mods = append(mods, Env{Vars: env})
+	return mods, warnings, nil
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n == config.MemlockUnlimited:
+		return "unlimited"
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%d", n)
+}

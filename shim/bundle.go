@@ -1,0 +1,163 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/containerd/log"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/rdma"
+)
+
+// SpecFile is the OCI spec's name inside a bundle.
+const SpecFile = "config.json"
+
+// Node says where EditBundle looks at the node.
+type Node struct {
+	// CgroupRoot is where cgroup hierarchies are mounted (/sys/fs/cgroup).
+	CgroupRoot string
+}
+
+// EditBundle applies the Swift injection to bundle/config.json. Containers
+// that do not opt in, and the CRI sandbox container, are left as they are.
+// On error the file is unchanged.
+func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
+	path := filepath.Join(bundle, SpecFile)
+	spec, err := readSpec(path)
+	if err != nil {
+		return err
+	}
+	if spec.Annotations[annotations.CRIContainerType] == "sandbox" {
+		log.G(ctx).Debug("swift: sandbox container left as it is")
+		return nil
+	}
+	opts, err := annotations.Parse(spec.Annotations)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	if lvl := cfg.LogLevel; lvl != "" {
+		_ = log.SetLevel(lvl)
+	}
+	if !opts.Enabled(cfg.RDMA.Default) {
+		if len(opts.Given) > 0 && opts.RDMA == nil {
+			k := opts.Given[0]
+			return fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
+				k, spec.Annotations[k], annotations.RDMA, errdefs.ErrInvalidArgument)
+		}
+		return nil
+	}
+	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
+	if err != nil {
+		return fmt.Errorf("discover RDMA devices: %w", err)
+	}
+	hard, canRaise := MemlockLimits()
+	mods, warnings, err := inject.Plan(cfg, opts, inject.Node{
+		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
+		MemlockHard: hard, CanRaiseMemlock: canRaise,
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.G(ctx).Warn("swift: " + w)
+	}
+	if err := inject.Apply(spec, mods); err != nil {
+		return err
+	}
+	if err := validateSpec(spec); err != nil {
+		return err
+	}
+	if err := writeSpecAtomic(path, spec); err != nil {
+		return err
+	}
+	log.G(ctx).WithField("devices", strings.Join(inv.Names(), ",")).Info("swift: rdma injected")
+	return nil
+}
+
+func readSpec(path string) (*specs.Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("parse spec %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	return &s, nil
+}
+
+// validateSpec checks what the chain relies on and must leave consistent.
+func validateSpec(s *specs.Spec) error {
+	if s.Process == nil || s.Root == nil {
+		return fmt.Errorf("spec lacks process or root: %w", errdefs.ErrInvalidArgument)
+	}
+	if s.Linux != nil {
+		seen := map[string]bool{}
+		for _, d := range s.Linux.Devices {
+			if seen[d.Path] {
+				return fmt.Errorf("spec lists device %s twice: %w", d.Path, errdefs.ErrInvalidArgument)
+			}
+			seen[d.Path] = true
+		}
+	}
+	return nil
+}
+
+// writeSpecAtomic replaces path with s: a temporary file in the same
+// directory, same mode, fsynced, renamed over path, directory fsynced.
+func writeSpecAtomic(path string, s *specs.Spec) (retErr error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("stat spec: %w", err)
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode spec: %w", err)
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+SpecFile+".swift-*")
+	if err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		defer d.Close()
+		if err := d.Sync(); err != nil {
+			return fmt.Errorf("sync bundle dir: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	taskapi "github.com/containerd/containerd/api/runtime/task/v3"
+	"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2/task"
+	"github.com/containerd/containerd/v2/pkg/shim"
+	"github.com/containerd/containerd/v2/pkg/shutdown"
+	"github.com/containerd/containerd/v2/plugins"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/containerd/log"
+	"github.com/containerd/plugin"
+	"github.com/containerd/plugin/registry"
+	"github.com/containerd/ttrpc"
+
+	"github.com/swift-rdma/swift-containerd/config"
+)
+
+// RuntimeType is the containerd runtime type this shim serves.
+const RuntimeType = "io.containerd.swift.v2"
+
+func init() {
+	registry.Register(&plugin.Registration{
+		Type: plugins.TTRPCPlugin,
+		ID:   "task",
+		Requires: []plugin.Type{
+			plugins.EventPlugin,
+			plugins.InternalPlugin,
+		},
+		InitFn: func(ic *plugin.InitContext) (interface{}, error) {
+			pp, err := ic.GetByID(plugins.EventPlugin, "publisher")
+			if err != nil {
+				return nil, err
+			}
+			ss, err := ic.GetByID(plugins.InternalPlugin, "shutdown")
+			if err != nil {
+				return nil, err
+			}
+			runc, err := task.NewTaskService(ic.Context, pp.(shim.Publisher), ss.(shutdown.Service))
+			if err != nil {
+				return nil, err
+			}
+			return &Service{TTRPCTaskService: runc}, nil
+		},
+	})
+}
+
+// Service is the Swift task service. Calls it does not override go to the
+// embedded runc task service unchanged.
+type Service struct {
+	taskapi.TTRPCTaskService
+}
+
+// RegisterTTRPC implements containerd's shim TTRPCService.
+func (s *Service) RegisterTTRPC(server *ttrpc.Server) error {
+	taskapi.RegisterTTRPCTaskService(server, s)
+	return nil
+}
+
+// Create prepares the bundle's spec, converts runtime options, then delegates.
+func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*taskapi.CreateTaskResponse, error) {
+	start := time.Now()
+	if err := Prepare(ctx, r); err != nil {
+		log.G(ctx).WithError(err).WithField("id", r.ID).Error("swift: create refused")
+		return nil, errgrpc.ToGRPC(err)
+	}
+	log.G(ctx).WithField("id", r.ID).WithField("took", time.Since(start)).Debug("swift: spec prepared")
+	return s.TTRPCTaskService.Create(ctx, r)
+}
+
+// Delete delegates; clean-up of Swift resources hooks in here.
+func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskapi.DeleteResponse, error) {
+	return s.TTRPCTaskService.Delete(ctx, r)
+}
+
+// Prepare converts the request's runtime options and edits <bundle>/config.json.
+func Prepare(ctx context.Context, r *taskapi.CreateTaskRequest) error {
+	ropts, err := ConvertOptions(r)
+	if err != nil {
+		return err
+	}
+	cfgPath := ropts.SwiftConfig
+	if cfgPath == "" {
+		cfgPath = config.PathFromEnv()
+	}
+	if !filepath.IsAbs(r.Bundle) {
+		return fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
+	}
+	return EditBundle(ctx, r.Bundle, cfgPath, Node{CgroupRoot: "/sys/fs/cgroup"})
+}
