@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -237,4 +238,43 @@ func deviceRules(t *testing.T, id string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// TestRuntimeOptionsBinaryName: runc options given as generic runtime
+// options (what CRI and ctr --runtime-config-path send to a non-runc
+// runtime type) are converted and honoured: runc is run through BinaryName.
+func TestRuntimeOptionsBinaryName(t *testing.T) {
+	dir := t.TempDir()
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		t.Fatal("runc not on PATH (make deps installs it)")
+	}
+	marker := filepath.Join(dir, "calls")
+	wrapper := filepath.Join(dir, "runc-wrapper")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$@\" >> %s\nexec %s \"$@\"\n", marker, runc)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := filepath.Join(dir, "options.toml")
+	if err := os.WriteFile(opts, fmt.Appendf(nil, "BinaryName = %q\n", wrapper), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so, se, code := ctrRun(t, runSpec{id: "binaryname", runtime: swiftRuntime, optsFile: opts, args: []string{"echo", "hi"}})
+	if code != 0 || strings.TrimSpace(so) != "hi" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	calls, err := os.ReadFile(marker)
+	if err != nil || !strings.Contains(string(calls), "create") {
+		t.Errorf("runc was not run through BinaryName %s (calls: %q, %v)", wrapper, calls, err)
+	}
+
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("BinaryNam = \"/x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, se, code = ctrRun(t, runSpec{id: "badoptions", runtime: swiftRuntime, optsFile: bad, args: []string{"true"}})
+	if code == 0 || !strings.Contains(se, "BinaryNam") {
+		t.Errorf("unknown runtime option: exit %d, stderr %q; want a refusal naming BinaryNam", code, se)
+	}
+	assertNothingLeft(t, "badoptions")
 }
