@@ -24,9 +24,12 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(MAKE) -s -C zygote OUT=$(BIN)
 
 install: build
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
+	install -d $(PREFIX)/lib/swift
+	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(PREFIX)/lib/swift/
 
 deps:
 	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION)
@@ -37,6 +40,7 @@ lint:
 
 unit: lint
 	$(GO) test -count=1 $(UNIT_PKGS)
+	$(MAKE) -s -C zygote test OUT=$(BIN)
 
 # Each fuzz target runs for FUZZTIME on top of its seed corpus.
 fuzz:

@@ -23,6 +23,8 @@ const (
 	Peers   = Prefix + "peers"
 	Verbs   = Prefix + "verbs"
 	Zygote  = Prefix + "zygote"
+	Name    = Prefix + "name"
+	Listen  = Prefix + "listen"
 )
 
 // CRIContainerType is the CRI annotation that marks the sandbox (pause) container.
@@ -32,7 +34,7 @@ const CRIContainerType = "io.kubernetes.cri.container-type"
 const MaxPool = 1024
 
 // Known lists every key this version understands, in documentation order.
-var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote}
+var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, Name, Listen}
 
 // Peer is one entry of swift.io/peers.
 type Peer struct {
@@ -51,6 +53,11 @@ type Options struct {
 	Peers   []Peer
 	Verbs   string
 	Zygote  *bool
+	// Name is how peers know this container's zygote (swift.io/name).
+	Name string
+	// Listen is the zygote's QP exchange address (swift.io/listen).
+	ListenHost string
+	ListenPort uint16
 	// Given lists the swift.io/ keys present, sorted.
 	Given []string
 }
@@ -107,6 +114,13 @@ func Parse(annotations map[string]string) (Options, error) {
 			o.Pool = n
 		case Peers:
 			o.Peers, err = parsePeers(k, v)
+		case Name:
+			if !labelRe.MatchString(v) {
+				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)")
+			}
+			o.Name = v
+		case Listen:
+			o.ListenHost, o.ListenPort, err = parseListen(k, v)
 		case Verbs:
 			if v != "cached" && v != "stock" {
 				err = invalid(k, v, "want cached or stock")
@@ -191,4 +205,21 @@ func parsePeers(k, v string) ([]Peer, error) {
 		out = append(out, Peer{Name: name, Host: host, Port: uint16(p)})
 	}
 	return out, nil
+}
+
+// parseListen accepts "PORT" or "IPv4:PORT".
+func parseListen(k, v string) (string, uint16, error) {
+	host, port := "0.0.0.0", v
+	if h, p, err := net.SplitHostPort(v); err == nil {
+		host, port = h, p
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() == nil {
+		return "", 0, invalid(k, v, "want PORT or IPv4:PORT")
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, invalid(k, v, "port %q is not 1-65535", port)
+	}
+	return host, uint16(p), nil
 }

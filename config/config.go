@@ -20,6 +20,9 @@ const DefaultPath = "/etc/swift/config.toml"
 // EnvPath names the environment variable that overrides DefaultPath.
 const EnvPath = "SWIFT_CONFIG"
 
+// DefaultZygoteBinDir is where `make install` puts swift-init and swift-run.
+const DefaultZygoteBinDir = "/usr/local/lib/swift"
+
 // MemlockUnlimited is the RLIMIT_MEMLOCK value meaning "no limit".
 const MemlockUnlimited = math.MaxUint64
 
@@ -31,6 +34,15 @@ type Config struct {
 	StateDir string `toml:"state_dir"`
 	// RDMA holds what an opted-in container receives.
 	RDMA RDMA `toml:"rdma"`
+	// Zygote configures the INIT zygote (swift.io/zygote=true).
+	Zygote Zygote `toml:"zygote"`
+}
+
+// Zygote is the [zygote] table.
+type Zygote struct {
+	// BinDir holds swift-init and swift-run (and nothing else a container
+	// should see): it is mounted read-only into containers at /.swift/bin.
+	BinDir string `toml:"bin_dir"`
 }
 
 // RDMA is the [rdma] table.
@@ -59,6 +71,7 @@ func Default() Config {
 			SysRoot: "/",
 			DevRoot: "/dev",
 		},
+		Zygote: Zygote{BinDir: DefaultZygoteBinDir},
 	}
 }
 
@@ -132,6 +145,9 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("%s %q: must be an absolute path: %w", k, p, errdefs.ErrInvalidArgument)
 		}
+	}
+	if !filepath.IsAbs(c.Zygote.BinDir) {
+		return fmt.Errorf("zygote.bin_dir %q: must be an absolute path: %w", c.Zygote.BinDir, errdefs.ErrInvalidArgument)
 	}
 	for k := range c.RDMA.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

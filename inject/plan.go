@@ -27,10 +27,12 @@ type Node struct {
 	// would fail deep inside runc; Plan refuses it up front instead.
 	MemlockHard     uint64
 	CanRaiseMemlock bool
+	// Zygote, when set, makes swift-init the container's init (last in the chain).
+	Zygote *Zygote
 }
 
 // Plan validates a container's request against the node and returns the
-// modifier chain in its fixed order: devices, rdma limits, memlock, env.
+// modifier chain in its fixed order: devices, rdma limits, memlock, env, zygote.
 // warnings lists what was left out and why (to be logged by the caller).
 func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
 	inv := node.Inventory
@@ -81,6 +83,9 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		env[k] = v
 	}
 	mods = append(mods, Env{Vars: env})
+	if node.Zygote != nil {
+		mods = append(mods, *node.Zygote)
+	}
 	return mods, warnings, nil
 }
 

@@ -64,10 +64,16 @@ func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
 		return fmt.Errorf("discover RDMA devices: %w", err)
 	}
 	hard, canRaise := MemlockLimits()
-	mods, warnings, err := inject.Plan(cfg, opts, inject.Node{
+	in := inject.Node{
 		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
-	})
+	}
+	if opts.Zygote != nil && *opts.Zygote {
+		if in.Zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts); err != nil {
+			return err
+		}
+	}
+	mods, warnings, err := inject.Plan(cfg, opts, in)
 	if err != nil {
 		return err
 	}

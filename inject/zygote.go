@@ -1,0 +1,113 @@
+package inject
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+)
+
+// Paths of the zygote inside the container.
+const (
+	ZygoteDir     = "/.swift"
+	ZygoteBinDir  = ZygoteDir + "/bin"
+	ZygoteInit    = ZygoteBinDir + "/swift-init"
+	ZygoteConf    = ZygoteDir + "/pool.conf"
+	ZygoteKey     = ZygoteDir + "/tenant.key"
+	ZygoteRunDir  = "/run/swift"
+	ZygoteSocket  = ZygoteRunDir + "/zygote.sock"
+	EnvSocket     = "SWIFT_SOCKET"
+	DefaultListen = 18515
+	DefaultTenant = "default"
+)
+
+// Zygote makes swift-init the container's init: it mounts the node's
+// Swift binaries, the pool description and the tenant key read-only, gives
+// the zygote a tmpfs for its socket, and wraps process.args.
+type Zygote struct {
+	BinDir   string // host directory with swift-init and swift-run
+	ConfPath string // host path of the pool description
+	KeyPath  string // host path of the tenant key (mode 0400)
+}
+
+// Name implements Modifier.
+func (Zygote) Name() string { return "zygote" }
+
+// Modify implements Modifier.
+func (m Zygote) Modify(s *specs.Spec) error {
+	if s.Process == nil || len(s.Process.Args) == 0 {
+		return fmt.Errorf("spec has no process args to run under the zygote: %w", errdefs.ErrInvalidArgument)
+	}
+	ro := []string{"rbind", "ro", "nosuid", "nodev"}
+	addMount(s, specs.Mount{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro})
+	addMount(s, specs.Mount{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro})
+	addMount(s, specs.Mount{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro})
+	addMount(s, specs.Mount{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs",
+		Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}})
+	if s.Process.Args[0] != ZygoteInit {
+		s.Process.Args = append([]string{ZygoteInit, "--config", ZygoteConf, "--"}, s.Process.Args...)
+	}
+	return Env{Vars: map[string]string{EnvSocket: ZygoteSocket}}.Modify(s)
+}
+
+// addMount adds m unless a mount at its destination exists already.
+func addMount(s *specs.Spec, m specs.Mount) {
+	for _, x := range s.Mounts {
+		if x.Destination == m.Destination {
+			return
+		}
+	}
+	s.Mounts = append(s.Mounts, m)
+}
+
+// PoolConfig is what swift-init reads from its pool description.
+type PoolConfig struct {
+	Name       string
+	Tenant     string
+	Device     string
+	Pool       int
+	ListenHost string
+	ListenPort uint16
+	Peers      []annotations.Peer
+}
+
+// NewPoolConfig derives the pool description from a container's options;
+// id names the zygote when swift.io/name is absent.
+func NewPoolConfig(id string, o annotations.Options) PoolConfig {
+	pc := PoolConfig{Name: o.Name, Tenant: o.Tenant, Pool: o.Pool, ListenHost: o.ListenHost,
+		ListenPort: o.ListenPort, Peers: o.Peers}
+	if pc.Name == "" {
+		pc.Name = id
+	}
+	if pc.Tenant == "" {
+		pc.Tenant = DefaultTenant
+	}
+	if pc.Pool == 0 {
+		pc.Pool = 1
+	}
+	if pc.ListenPort == 0 {
+		pc.ListenHost, pc.ListenPort = "0.0.0.0", DefaultListen
+	}
+	if len(o.Devices) > 0 {
+		pc.Device = o.Devices[0]
+	}
+	return pc
+}
+
+// Render writes the pool description in swift-init's "key value" format.
+func (pc PoolConfig) Render() []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# written by the Swift shim; read by %s\n", ZygoteInit)
+	fmt.Fprintf(&b, "name %s\ntenant %s\n", pc.Name, pc.Tenant)
+	if pc.Device != "" {
+		fmt.Fprintf(&b, "device %s\n", pc.Device)
+	}
+	fmt.Fprintf(&b, "pool %d\nlisten %s:%d\nsocket %s\nkey_file %s\n", pc.Pool, pc.ListenHost, pc.ListenPort, ZygoteSocket, ZygoteKey)
+	for _, p := range pc.Peers {
+		fmt.Fprintf(&b, "peer %s %s:%d\n", p.Name, p.Host, p.Port)
+	}
+	return []byte(b.String())
+}

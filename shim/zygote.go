@@ -1,0 +1,88 @@
+package shim
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/inject"
+)
+
+// PoolFile is the pool description's name inside the bundle.
+const PoolFile = "swift-pool.conf"
+
+// zygoteBinDir is where swift-init and swift-run are on this node.
+func zygoteBinDir(cfg config.Config) (string, error) {
+	dir := cfg.Zygote.BinDir
+	for _, f := range []string{"swift-init", "swift-run"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("swift.io/zygote=true needs %s in %s (zygote.bin_dir): %w",
+				f, dir, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return dir, nil
+}
+
+// TenantKey returns the path of tenant's key under the state dir, creating
+// a random 32-byte key (mode 0400) the first time. Zygotes of one tenant
+// authenticate each other with it.
+func TenantKey(stateDir, tenant string) (string, error) {
+	dir := filepath.Join(stateDir, "keys")
+	path := filepath.Join(dir, tenant+".key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("tenant key dir: %w", err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "."+tenant+".key-*")
+	if err != nil {
+		return "", fmt.Errorf("tenant key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(key); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o400); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	// Link, not rename: a concurrent shim that created the key first wins.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("tenant key: %w", err)
+	}
+	return path, nil
+}
+
+// prepareZygote writes the pool description into the bundle and returns
+// the zygote modifier.
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options) (*inject.Zygote, error) {
+	bin, err := zygoteBinDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pc := inject.NewPoolConfig(id, opts)
+	key, err := TenantKey(cfg.StateDir, pc.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(bundle, PoolFile)
+	if err := os.WriteFile(conf, pc.Render(), 0o444); err != nil {
+		return nil, fmt.Errorf("write pool description: %w", err)
+	}
+	return &inject.Zygote{BinDir: bin, ConfPath: conf, KeyPath: key}, nil
+}

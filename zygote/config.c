@@ -1,0 +1,148 @@
+/* The pool description file the shim writes (one "key value" per line). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zygote.h"
+
+int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long p;
+	size_t n;
+
+	if (!colon)
+		return -1;
+	n = (size_t)(colon - s);
+	if (n == 0 || n >= hlen)
+		return -1;
+	memcpy(host, s, n);
+	host[n] = 0;
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end || p < 1 || p > 65535)
+		return -1;
+	*port = (int)p;
+	return 0;
+}
+
+static int copy(char *dst, size_t n, const char *v)
+{
+	if (strlen(v) >= n)
+		return -1;
+	strcpy(dst, v);
+	return 0;
+}
+
+static int number(const char *v, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(v, &end, 10);
+	return (errno || *end || *out < lo || *out > hi) ? -1 : 0;
+}
+
+int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen)
+{
+	char line[1024];
+	int lineno = 0;
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	strcpy(c->name, "zygote");
+	strcpy(c->tenant, "default");
+	c->port = 1;
+	c->gid_index = -1;
+	c->pool = 1;
+	strcpy(c->listen_host, "0.0.0.0");
+	c->listen_port = 18515;
+	strcpy(c->socket_path, "/run/swift/zygote.sock");
+	c->msg_size = 4096;
+	c->allow_new_dest = 1;
+
+	f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *k = line, *v, *nl;
+		long n;
+		int bad = 0;
+
+		lineno++;
+		if ((nl = strchr(line, '\n')))
+			*nl = 0;
+		while (isspace((unsigned char)*k))
+			k++;
+		if (!*k || *k == '#')
+			continue;
+		v = k;
+		while (*v && !isspace((unsigned char)*v))
+			v++;
+		if (*v)
+			*v++ = 0;
+		while (isspace((unsigned char)*v))
+			v++;
+		if (!strcmp(k, "name"))
+			bad = copy(c->name, sizeof(c->name), v);
+		else if (!strcmp(k, "tenant"))
+			bad = copy(c->tenant, sizeof(c->tenant), v);
+		else if (!strcmp(k, "device"))
+			bad = copy(c->device, sizeof(c->device), v);
+		else if (!strcmp(k, "port"))
+			bad = number(v, 1, 255, &n) || ((c->port = (int)n), 0);
+		else if (!strcmp(k, "gid_index"))
+			bad = number(v, -1, 255, &n) || ((c->gid_index = (int)n), 0);
+		else if (!strcmp(k, "pool"))
+			bad = number(v, 0, SWIFT_MAX_QPS, &n) || ((c->pool = (int)n), 0);
+		else if (!strcmp(k, "msg_size"))
+			bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
+		else if (!strcmp(k, "new_dest"))
+			bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
+		else if (!strcmp(k, "listen"))
+			bad = swift_parse_hostport(v, c->listen_host, sizeof(c->listen_host), &c->listen_port);
+		else if (!strcmp(k, "socket"))
+			bad = copy(c->socket_path, sizeof(c->socket_path), v);
+		else if (!strcmp(k, "key_file"))
+			bad = copy(c->key_file, sizeof(c->key_file), v);
+		else if (!strcmp(k, "peer")) {
+			struct swift_peer *p;
+			char *addr = v;
+
+			if (c->npeers == SWIFT_MAX_PEERS) {
+				bad = 1;
+			} else {
+				p = &c->peers[c->npeers];
+				while (*addr && !isspace((unsigned char)*addr))
+					addr++;
+				if (*addr)
+					*addr++ = 0;
+				while (isspace((unsigned char)*addr))
+					addr++;
+				bad = copy(p->name, sizeof(p->name), v) || !*p->name ||
+				      swift_parse_hostport(addr, p->host, sizeof(p->host), &p->port);
+				if (!bad)
+					c->npeers++;
+			}
+		} else {
+			snprintf(err, errlen, "%s:%d: unknown key %s", path, lineno, k);
+			fclose(f);
+			return -1;
+		}
+		if (bad) {
+			snprintf(err, errlen, "%s:%d: bad value for %s: %s", path, lineno, k, v);
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	if (c->pool * c->npeers > SWIFT_MAX_QPS) {
+		snprintf(err, errlen, "%s: pool %d x %d peers exceeds %d QPs", path, c->pool, c->npeers, SWIFT_MAX_QPS);
+		return -1;
+	}
+	return 0;
+}

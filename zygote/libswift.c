@@ -1,0 +1,159 @@
+/* libswift: the child side of fork start (see swift.h). */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "swift.h"
+
+#define WR_RECV 1ULL
+#define WR_SEND 2ULL
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Poll q's CQ once: sends complete, receives are queued in q->pending_wc. */
+static int poll_once(struct swift_qp *q)
+{
+	struct ibv_wc wc[8];
+	int n = ibv_poll_cq(q->cq, 8, wc), i;
+
+	if (n < 0)
+		return -EIO;
+	for (i = 0; i < n; i++) {
+		uint64_t kind = wc[i].wr_id >> 32;
+
+		if (kind == WR_SEND) {
+			if (q->sends_out > 0)
+				q->sends_out--;
+			if (wc[i].status != IBV_WC_SUCCESS)
+				return -EIO;
+		} else if (kind == WR_RECV && q->pending < SWIFT_RECV_SLOTS) {
+			uint32_t slot = (uint32_t)wc[i].wr_id;
+
+			__atomic_and_fetch(&q->recv_posted, ~(1u << slot), __ATOMIC_SEQ_CST);
+			q->pending_wc[q->pending++] = wc[i];
+		}
+	}
+	return n;
+}
+
+uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q)
+{
+	return q->slice + (size_t)(SWIFT_RECV_SLOTS + q->next_send % SWIFT_SEND_SLOTS) * fn->msg_size;
+}
+
+int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
+{
+	uint32_t slot = q->next_send % SWIFT_SEND_SLOTS;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad = NULL;
+	int rc;
+
+	if (len > fn->msg_size)
+		return EMSGSIZE;
+	/* a slot is free again once its earlier send completed */
+	while (q->sends_out >= SWIFT_SEND_SLOTS)
+		if (poll_once(q) < 0)
+			return EIO;
+	sge.addr = (uintptr_t)swift_send_buf(fn, q);
+	sge.length = (uint32_t)len;
+	sge.lkey = q->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WR_SEND << 32 | slot;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	rc = ibv_post_send(q->qp, &wr, &bad);
+	if (rc == EACCES && !bad) {
+		/* queued, but this process may not ring the doorbell */
+		uint32_t h = q->qp->handle;
+
+		fn->relay = 1;
+		if (write(fn->relay_fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
+			return errno ? errno : EIO;
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	q->sends_out++;
+	q->next_send++;
+	return 0;
+}
+
+int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+
+	(void)fn;
+	while (q->sends_out > 0) {
+		int n = poll_once(q);
+
+		if (n < 0)
+			return EIO;
+		if (n == 0 && timeout_ms >= 0 && now_ms() > deadline)
+			return ETIMEDOUT;
+	}
+	return 0;
+}
+
+int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
+	       uint8_t **data, size_t *len, uint64_t *slot)
+{
+	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	unsigned spins = 0;
+
+	for (;;) {
+		int i;
+
+		for (i = 0; i < fn->nqp; i++) {
+			struct swift_qp *q = fn->qp[i];
+
+			if (!q->pending && poll_once(q) < 0)
+				return EIO;
+			if (q->pending) {
+				struct ibv_wc wc = q->pending_wc[0];
+
+				memmove(&q->pending_wc[0], &q->pending_wc[1],
+					sizeof(wc) * (q->pending - 1));
+				q->pending--;
+				if (wc.status != IBV_WC_SUCCESS)
+					return EIO;
+				*qp = q;
+				*slot = (uint32_t)wc.wr_id;
+				*data = q->slice + (size_t)*slot * fn->msg_size;
+				*len = wc.byte_len;
+				return 0;
+			}
+		}
+		if (timeout_ms >= 0 && now_ms() > deadline)
+			return ETIMEDOUT;
+		/* busy-poll briefly, then yield the CPU between polls */
+		if (++spins > 2000)
+			usleep(20);
+	}
+}
+
+int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(q->slice + (size_t)slot * fn->msg_size),
+		.length = (uint32_t)fn->msg_size,
+		.lkey = q->lkey,
+	};
+	struct ibv_recv_wr wr = {.wr_id = WR_RECV << 32 | slot, .sg_list = &sge, .num_sge = 1}, *bad;
+	int rc;
+
+	if (slot >= SWIFT_RECV_SLOTS)
+		return EINVAL;
+	rc = ibv_post_recv(q->qp, &wr, &bad);
+	if (!rc)
+		__atomic_or_fetch(&q->recv_posted, 1u << slot, __ATOMIC_SEQ_CST);
+	return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * swift-run: ask the container's zygote to fork a function.
+ *
+ *   swift-run [--socket PATH] [--peer NAME] [--qps N | --all | --no-qp]
+ *             [--time] -- HANDLER [ARGS...]
+ *   swift-run [--socket PATH] --status
+ *
+ * Its stdin, stdout and stderr become the function's; its exit status is
+ * the function's (128+N when killed by signal N). --time prints to stderr
+ * the zygote's time to fork and the end-to-end time.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "proto.h"
+
+static unsigned long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--time] -- HANDLER [ARGS...]\n"
+			"       swift-run [--socket PATH] --status\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = getenv("SWIFT_SOCKET") ? getenv("SWIFT_SOCKET") : "/run/swift/zygote.sock";
+	struct swift_req req;
+	struct swift_rep rep;
+	struct swift_exit ex;
+	struct sockaddr_un sa;
+	struct msghdr mh;
+	struct iovec iov;
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct cmsghdr *h;
+	int fd, ai, timing = 0, fds[3] = {0, 1, 2};
+	size_t off = 0;
+	unsigned long long t0;
+
+	memset(&req, 0, sizeof(req));
+	memcpy(req.magic, SWIFT_REQ_MAGIC, 4);
+	for (ai = 1; ai < argc; ai++) {
+		if (!strcmp(argv[ai], "--")) {
+			ai++;
+			break;
+		} else if (!strcmp(argv[ai], "--socket") && ai + 1 < argc) {
+			path = argv[++ai];
+		} else if (!strcmp(argv[ai], "--peer") && ai + 1 < argc) {
+			snprintf(req.peer, sizeof(req.peer), "%s", argv[++ai]);
+		} else if (!strcmp(argv[ai], "--qps") && ai + 1 < argc) {
+			req.nqp = (uint32_t)atoi(argv[++ai]);
+		} else if (!strcmp(argv[ai], "--all")) {
+			req.flags |= SWIFT_REQ_ALL;
+		} else if (!strcmp(argv[ai], "--no-qp")) {
+			req.flags |= SWIFT_REQ_NOQP;
+		} else if (!strcmp(argv[ai], "--status")) {
+			req.flags |= SWIFT_REQ_STATUS;
+		} else if (!strcmp(argv[ai], "--time")) {
+			timing = 1;
+		} else {
+			usage();
+		}
+	}
+	if (!(req.flags & SWIFT_REQ_STATUS) && ai >= argc)
+		usage();
+	for (; ai < argc; ai++) {
+		size_t n = strlen(argv[ai]) + 1;
+
+		if (off + n > sizeof(req.args)) {
+			fprintf(stderr, "swift-run: arguments too long\n");
+			return 2;
+		}
+		memcpy(req.args + off, argv[ai], n);
+		off += n;
+		req.argc++;
+	}
+	t0 = now_us();
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "swift-run: socket path too long: %s\n", path);
+		return 2;
+	}
+	memcpy(sa.sun_path, path, strlen(path));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		fprintf(stderr, "swift-run: connect %s: %s (is swift-init the container's init?)\n", path, strerror(errno));
+		return 125;
+	}
+	memset(&mh, 0, sizeof(mh));
+	iov.iov_base = &req;
+	iov.iov_len = offsetof(struct swift_req, args) + off;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	h = CMSG_FIRSTHDR(&mh);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(h), fds, sizeof(fds));
+	if (sendmsg(fd, &mh, 0) < 0 || recv(fd, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep)) {
+		fprintf(stderr, "swift-run: request: %s\n", strerror(errno));
+		return 125;
+	}
+	if (rep.status) {
+		rep.msg[sizeof(rep.msg) - 1] = 0;
+		fprintf(stderr, "swift-run: %s (%s)\n", rep.msg, strerror(rep.status));
+		return 125;
+	}
+	if (req.flags & SWIFT_REQ_STATUS) {
+		char buf[32768];
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n > 0)
+			fwrite(buf, 1, (size_t)n, stdout);
+		return n > 0 ? 0 : 125;
+	}
+	if (recv(fd, &ex, sizeof(ex), 0) != (ssize_t)sizeof(ex)) {
+		fprintf(stderr, "swift-run: zygote went away before the function ended\n");
+		return 125;
+	}
+	if (timing)
+		fprintf(stderr, "swift-run: pid %d qps %u newdest %u zygote_us %llu total_us %llu\n", rep.pid, rep.nqp,
+			rep.newdest, (unsigned long long)rep.zygote_us, now_us() - t0);
+	if (WIFEXITED(ex.wstatus))
+		return WEXITSTATUS(ex.wstatus);
+	if (WIFSIGNALED(ex.wstatus))
+		return 128 + WTERMSIG(ex.wstatus);
+	return 1;
+}

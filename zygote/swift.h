@@ -1,0 +1,78 @@
+/*
+ * libswift: the API a function forked by the Swift zygote (swift-init) uses.
+ *
+ * A handler is a function
+ *
+ *     int swift_main(struct swift_fn *fn, int argc, char **argv);
+ *
+ * run in a child forked from the zygote, without exec: it inherits the
+ * zygote's device context, protection domain, registered memory arena and
+ * the pre-connected RC queue pairs assigned to it (*fn->qp[0..nqp-1], each
+ * with its own completion queue and its own slice of the arena). Its stdin,
+ * stdout and stderr are those of the swift-run that asked for it; its return
+ * value is swift-run's exit status.
+ *
+ * Send with swift_send (never ibv_post_send directly: on providers whose
+ * doorbell is a write() to the device file, such as rxe and siw, the kernel
+ * refuses that write from a forked process, and libswift has the zygote ring
+ * the doorbell for it). Receive with swift_recv: every pool QP keeps its
+ * receive queue filled with SWIFT_RECV_SLOTS buffers of fn->msg_size bytes.
+ */
+#ifndef SWIFT_H
+#define SWIFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#define SWIFT_RECV_SLOTS 16
+#define SWIFT_SEND_SLOTS 16
+
+struct swift_qp {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	uint32_t index;          /* row in the zygote's pool table */
+	const char *peer;        /* name of the peer this QP is connected to */
+	uint32_t remote_qpn;
+	/* this QP's slice of the arena: SWIFT_RECV_SLOTS receive buffers, then
+	 * SWIFT_SEND_SLOTS send buffers, each msg_size bytes */
+	uint8_t *slice;
+	uint32_t lkey;
+	/* kept in memory shared with the zygote, which reclaims the QP when
+	 * the function exits */
+	uint32_t sends_out;      /* sends posted and not yet completed */
+	uint32_t next_send;      /* next send slot */
+	uint32_t recv_posted;    /* bit per receive slot currently posted */
+	uint32_t pending;        /* receive completions polled, not yet returned */
+	struct ibv_wc pending_wc[SWIFT_RECV_SLOTS];
+};
+
+struct swift_fn {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	size_t msg_size;
+	int nqp;
+	struct swift_qp **qp;
+	int relay;               /* 1: the zygote rings send doorbells */
+	int relay_fd;            /* socket to the zygote's doorbell relay */
+	const char *provider;    /* rxe, siw, mlx5, ... */
+};
+
+typedef int (*swift_main_fn)(struct swift_fn *fn, int argc, char **argv);
+
+/* Buffer for the next send on q (msg_size bytes); fill it, then swift_send. */
+uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q);
+/* Post a SEND of len bytes from the buffer swift_send_buf returned. Waits for
+ * a free send slot first. Returns 0 or an errno value. */
+int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len);
+/* Wait (up to timeout_ms, -1 forever) for one received message on any of the
+ * fn's QPs; on success *qp is where it arrived, *data and *len the payload, and
+ * the slot must be given back with swift_recv_done. Returns 0, ETIMEDOUT or
+ * an errno value (EIO for a completion in error). */
+int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
+	       uint8_t **data, size_t *len, uint64_t *slot);
+int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot);
+/* Wait until every send posted on q has completed. */
+int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms);
+
+#endif

@@ -1,0 +1,155 @@
+/* Unit tests of the zygote's pure parts: SHA-256/HMAC (FIPS and RFC 4231
+ * vectors) and the pool description parser. Prints "N passed, N failed". */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "sha256.h"
+#include "zygote.h"
+
+static int passed, failed;
+
+void swift_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void check(int ok, const char *what)
+{
+	if (ok) {
+		passed++;
+	} else {
+		failed++;
+		printf("FAIL: %s\n", what);
+	}
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static void test_sha256(void)
+{
+	static const struct {
+		const char *in, *want;
+	} v[] = {
+		{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+		{"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		 "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+	};
+	uint8_t d[32];
+	char h[65];
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		sha256_ctx c;
+
+		sha256_init(&c);
+		sha256_update(&c, v[i].in, strlen(v[i].in));
+		sha256_final(&c, d);
+		hex(d, 32, h);
+		check(!strcmp(h, v[i].want), "sha256 vector");
+	}
+	{
+		/* one million 'a', fed in uneven pieces */
+		sha256_ctx c;
+		char a[997];
+		size_t left = 1000000;
+
+		memset(a, 'a', sizeof(a));
+		sha256_init(&c);
+		while (left) {
+			size_t n = left < sizeof(a) ? left : sizeof(a);
+			sha256_update(&c, a, n);
+			left -= n;
+		}
+		sha256_final(&c, d);
+		hex(d, 32, h);
+		check(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "sha256 million a");
+	}
+}
+
+static void test_hmac(void)
+{
+	uint8_t key[131], out[32], other[32];
+	char h[65];
+
+	/* RFC 4231 test case 2 */
+	hmac_sha256((const uint8_t *)"Jefe", 4, "what do ya want for nothing?", 28, out);
+	hex(out, 32, h);
+	check(!strcmp(h, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"), "hmac rfc4231 #2");
+	/* RFC 4231 test case 6: a key longer than the block */
+	memset(key, 0xaa, sizeof(key));
+	hmac_sha256(key, sizeof(key), "Test Using Larger Than Block-Size Key - Hash Key First", 54, out);
+	hex(out, 32, h);
+	check(!strcmp(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"), "hmac rfc4231 #6");
+	memcpy(other, out, 32);
+	check(swift_mac_equal(out, other), "mac equal");
+	other[31] ^= 1;
+	check(!swift_mac_equal(out, other), "mac differs");
+}
+
+static int load(const char *text, struct swift_cfg *c, char *err, size_t n)
+{
+	char path[] = "/tmp/swift-unit-XXXXXX";
+	int fd = mkstemp(path), rc;
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		return -2;
+	close(fd);
+	rc = swift_cfg_load(c, path, err, n);
+	unlink(path);
+	return rc;
+}
+
+static void test_config(void)
+{
+	struct swift_cfg c;
+	char err[512];
+	static const char *bad[] = {
+		"pool 9999\n", "port 0\n", "listen nowhere\n", "listen 1.2.3.4:0\n", "peer b\n",
+		"peer b 10.0.0.1\n", "peer b 10.0.0.1:70000\n", "gid_index -2\n", "msg_size 12\n",
+		"colour blue\n", "new_dest 2\n",
+	};
+	size_t i;
+
+	check(load("# comment\nname a\ntenant t1\ndevice rxe0\npool 3\nlisten 10.0.2.15:18516\n"
+		   "peer b 10.0.2.15:18517\npeer c host-c:1\nsocket /tmp/s\nkey_file /k\nmsg_size 8192\n",
+		   &c, err, sizeof(err)) == 0, "good config loads");
+	check(!strcmp(c.name, "a") && !strcmp(c.tenant, "t1") && !strcmp(c.device, "rxe0"), "names");
+	check(c.pool == 3 && c.listen_port == 18516 && !strcmp(c.listen_host, "10.0.2.15"), "pool and listen");
+	check(c.npeers == 2 && !strcmp(c.peers[1].name, "c") && !strcmp(c.peers[1].host, "host-c") &&
+	      c.peers[1].port == 1, "peers");
+	check(c.msg_size == 8192 && !strcmp(c.socket_path, "/tmp/s") && !strcmp(c.key_file, "/k"), "paths");
+	check(load("", &c, err, sizeof(err)) == 0 && c.pool == 1 && c.listen_port == 18515 &&
+	      c.gid_index == -1 && c.allow_new_dest == 1, "defaults");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = load(bad[i], &c, err, sizeof(err));
+		char what[1024];
+
+		snprintf(what, sizeof(what), "refuses %.*s (%s)", (int)strcspn(bad[i], "\n"), bad[i], err);
+		check(rc != 0 && strstr(err, ":1:") != NULL, what);
+	}
+	check(swift_cfg_load(&c, "/nonexistent/pool.conf", err, sizeof(err)) != 0 && strstr(err, "nonexistent"),
+	      "missing file named");
+}
+
+int main(void)
+{
+	test_sha256();
+	test_hmac();
+	test_config();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

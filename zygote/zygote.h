@@ -1,0 +1,109 @@
+/* Internal interfaces of swift-init: configuration, the pool table, the
+ * peer exchange. Not for handlers (they use swift.h). */
+#ifndef SWIFT_ZYGOTE_H
+#define SWIFT_ZYGOTE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "swift.h"
+
+#define SWIFT_MAX_PEERS 32
+#define SWIFT_MAX_QPS 256
+#define SWIFT_NAME_MAX 64
+
+struct swift_peer {
+	char name[SWIFT_NAME_MAX];
+	char host[256];
+	int port;
+	int connected;       /* QPs to this peer exist and are connected */
+	int backoff_ms;
+	uint64_t next_try_ms;
+	int refused;         /* last attempt was refused by authentication */
+};
+
+enum pool_state { ROW_EMPTY = 0, ROW_FREE, ROW_ASSIGNED, ROW_BROKEN };
+
+struct swift_qpinfo {        /* wire format, little endian */
+	uint32_t qpn;
+	uint32_t psn;
+	uint16_t lid;
+	uint8_t gid[16];
+	uint8_t pad[2];
+};
+
+struct pool_row {
+	enum pool_state state;
+	int peer;                /* index in cfg.peers */
+	uint32_t psn;            /* our send PSN */
+	struct swift_qpinfo remote;
+	pid_t owner;
+	uint64_t assigned_at_us;
+};
+
+struct swift_cfg {
+	char name[SWIFT_NAME_MAX];
+	char tenant[SWIFT_NAME_MAX];
+	char device[64];
+	int port;
+	int gid_index;           /* -1: the first IPv4-mapped GID */
+	int pool;                /* QPs per peer */
+	char listen_host[256];
+	int listen_port;
+	char socket_path[256];
+	char key_file[256];
+	size_t msg_size;
+	int npeers;
+	struct swift_peer peers[SWIFT_MAX_PEERS];
+	int allow_new_dest;      /* connect on demand when no free QP */
+};
+
+struct swift_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	uint8_t *arena;
+	size_t arena_len;
+	size_t slice_len;
+	uint8_t gid[16];
+	int gid_index;
+	uint16_t lid;
+	enum ibv_mtu mtu;
+	int port;
+	char provider[16];
+	int relay;               /* children need the doorbell relay */
+	uint8_t key[64];
+	size_t key_len;
+	/* shared with children: one swift_qp per row (MAP_SHARED) */
+	struct swift_qp *sq;
+	struct pool_row rows[SWIFT_MAX_QPS];
+};
+
+/* config.c */
+int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen);
+int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port);
+
+/* pool.c */
+uint64_t swift_now_us(void);
+int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, size_t errlen);
+int swift_row_create(struct swift_dev *d, const struct swift_cfg *c, int peer);
+int swift_row_connect(struct swift_dev *d, int row, const struct swift_qpinfo *remote);
+void swift_row_local(struct swift_dev *d, int row, struct swift_qpinfo *out);
+void swift_row_destroy(struct swift_dev *d, int row);
+int swift_row_fill_recv(struct swift_dev *d, int row);
+int swift_row_reclaim(struct swift_dev *d, int row, int timeout_ms);
+int swift_rows(struct swift_dev *d, int peer, enum pool_state st);
+void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle);
+
+/* exchange.c */
+int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int count,
+			int initial, int *rows_out, char *err, size_t errlen);
+int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr);
+
+/* handlers.c */
+swift_main_fn swift_builtin(const char *name);
+const char *swift_builtin_names(void);
+
+/* logging to stderr with the zygote's prefix */
+void swift_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
