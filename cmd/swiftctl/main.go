@@ -1,5 +1,5 @@
 // Command swiftctl is the operator CLI of the Swift runtime: node checks,
-// config validation and benchmarks.
+// config validation, containerd installation and benchmarks.
 package main
 
 import (
@@ -15,6 +15,9 @@ commands:
   config check [FILE]   validate a node config (default: $SWIFT_CONFIG or /etc/swift/config.toml)
   devices               list the node's RDMA devices and their uverbs nodes
   bench                 run the benchmarks and write out/bench.json
+  install containerd    add the swift runtime to containerd's config (a drop-in; --dry-run shows the diff)
+  uninstall containerd  remove what install containerd added
+  doctor [--json]       check this node: RDMA, limits, cgroups, node config, containerd, runc
   version               print the version
 `)
 }
@@ -36,6 +39,15 @@ func main() {
 		err = cmdDevices(os.Args[2:])
 	case "bench":
 		err = cmdBench(ctx, os.Args[2:])
+	case "install":
+		err = cmdInstall(os.Args[2:])
+	case "uninstall":
+		err = cmdUninstall(os.Args[2:])
+	case "doctor":
+		var failed bool
+		if failed, err = cmdDoctor(ctx, os.Stdout, os.Args[2:]); err == nil && failed {
+			os.Exit(1)
+		}
 	case "version":
 		fmt.Println("swiftctl", Version)
 	case "-h", "--help", "help":

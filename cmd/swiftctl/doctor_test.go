@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
+)
+
+// doctor on a fake node: the sysfs root given by flag, text and JSON.
+func TestDoctorCommand(t *testing.T) {
+	dir := t.TempDir()
+	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tree.SysRoot, "sys/class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--config", filepath.Join(dir, "absent.toml"), "--sys-root", tree.SysRoot, "--dev-root", tree.DevRoot,
+		"--containerd", filepath.Join(dir, "no-containerd")}
+	var out bytes.Buffer
+	failed, err := cmdDoctor(context.Background(), &out, append(base, "--json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []struct{ Check, Status, Detail, Fix string }
+	if err := json.Unmarshal(out.Bytes(), &rs); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	st := map[string]string{}
+	for _, r := range rs {
+		st[r.Check] = r.Status
+	}
+	for check, want := range map[string]string{"rdma.kernel": "OK", "rdma.device/rxe0": "OK", "rdma.provider/rxe0": "OK", "rdma.cm": "OK",
+		"containerd": "FAIL", "node.config": "OK", "verbs.cache": "WARN"} {
+		if st[check] != want {
+			t.Errorf("%s = %q, want %s (%s)", check, st[check], want, out.String())
+		}
+	}
+	if !failed {
+		t.Error("a FAIL (containerd missing) did not make doctor fail")
+	}
+	out.Reset()
+	if _, err := cmdDoctor(context.Background(), &out, base); err != nil || !bytes.Contains(out.Bytes(), []byte("FAIL  containerd")) {
+		t.Errorf("text output (%v):\n%s", err, out.String())
+	}
+	if _, err := cmdDoctor(context.Background(), &out, []string{"extra"}); err == nil {
+		t.Error("doctor accepted an argument")
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containerd/errdefs"
+)
+
+func TestInstallCommand(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "config.toml")
+	orig := "version = 3\n"
+	if err := os.WriteFile(root, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dropIn := filepath.Join(dir, "conf.d", "swift.toml")
+	steps := []struct {
+		verb string
+		args []string
+		out  []string // fragments, in order
+		// state after the step
+		dropIn bool
+	}{
+		{"install", []string{"--dry-run"}, []string{"--- /dev/null\n+++ " + dropIn, "+imports = [\"" + dir + "/conf.d/*.toml\"]",
+			"would create drop-in: " + dropIn, "would add", "dry run: nothing written"}, false},
+		{"install", nil, []string{"create drop-in: " + dropIn, "add \"" + dir + "/conf.d/*.toml\" to imports: " + root, "restart containerd"}, true},
+		{"install", nil, []string{"runtime \"swift\" is already installed (" + dropIn + "): nothing changed"}, true},
+		{"install", []string{"--dry-run"}, []string{"already installed"}, true},
+		{"uninstall", []string{"--dry-run"}, []string{"+++ /dev/null", "would remove drop-in", "dry run: nothing written"}, true},
+		{"uninstall", nil, []string{"remove drop-in: " + dropIn, "remove \"" + dir + "/conf.d/*.toml\" from imports"}, false},
+		{"uninstall", nil, []string{"runtime \"swift\" is not installed: nothing changed"}, false},
+	}
+	for i, s := range steps {
+		var out bytes.Buffer
+		args := append([]string{"containerd", "--config", root}, s.args...)
+		if err := installCommand(&out, s.verb, args); err != nil {
+			t.Fatalf("step %d: %s %q: %v", i, s.verb, args, err)
+		}
+		rest := out.String()
+		for _, f := range s.out {
+			j := strings.Index(rest, f)
+			if j < 0 {
+				t.Fatalf("step %d: %s %q: output lacks %q (in order):\n%s", i, s.verb, args, f, out.String())
+			}
+			rest = rest[j+len(f):]
+		}
+		if _, err := os.Stat(dropIn); (err == nil) != s.dropIn {
+			t.Fatalf("step %d: drop-in exists = %v, want %v", i, err == nil, s.dropIn)
+		}
+	}
+	if b, _ := os.ReadFile(root); string(b) != orig {
+		t.Errorf("root config after uninstall = %q, want %q", b, orig)
+	}
+}
+
+func TestInstallCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		verb string
+		args []string
+		err  error
+	}{
+		{"install", nil, errdefs.ErrInvalidArgument},
+		{"install", []string{"docker"}, errdefs.ErrInvalidArgument},
+		{"install", []string{"containerd", "--config", filepath.Join(dir, "none.toml")}, errdefs.ErrNotFound},
+		{"install", []string{"containerd", "--config", filepath.Join(dir, "none.toml"), "extra"}, errdefs.ErrInvalidArgument},
+		{"uninstall", []string{"containerd", "--version", "3"}, nil}, // flag only install has
+	} {
+		err := installCommand(&bytes.Buffer{}, tc.verb, tc.args)
+		if tc.err == nil {
+			if err == nil || !strings.Contains(err.Error(), "flag provided but not defined") {
+				t.Errorf("%s %q: err = %v, want an unknown flag", tc.verb, tc.args, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%s %q: err = %v, want %v", tc.verb, tc.args, err, tc.err)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/shim"
+	"golang.org/x/sys/unix"
+)
+
+// Status is a check's verdict.
+type Status string
+
+// Verdicts, from good to bad.
+const (
+	OK   Status = "OK"
+	Warn Status = "WARN"
+	Fail Status = "FAIL"
+)
+
+// Result is one check's outcome.
+type Result struct {
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	// Fix is what the operator can do (empty when Status is OK).
+	Fix string `json:"fix"`
+}
+
+// Node is what the checks look at. Run fills zero fields with the real
+// node's values (DefaultNode).
+type Node struct {
+	// ConfigPath is the node config (config.PathFromEnv()).
+	ConfigPath string
+	// SysRoot and DevRoot are where sysfs and device nodes are read; empty:
+	// the node config's rdma.sys_root and rdma.dev_root.
+	SysRoot, DevRoot string
+	// ProcRoot and BootRoot hold the kernel config (/proc/config.gz,
+	// /boot/config-RELEASE); CgroupRoot is where cgroups are mounted.
+	ProcRoot, BootRoot, CgroupRoot string
+	// KernelRelease is `uname -r`.
+	KernelRelease string
+	// Containerd and Runc are the binaries whose versions are checked (a
+	// bare name is looked up on PATH).
+	Containerd, Runc string
+	// RDMASystem queries RDMA_NLDEV_CMD_SYS_GET.
+	RDMASystem func() (SystemInfo, error)
+	// Memlock returns the hard RLIMIT_MEMLOCK and whether CAP_SYS_RESOURCE is held.
+	Memlock func() (hard uint64, canRaise bool)
+	// Version runs `bin --version` and returns its output.
+	Version func(ctx context.Context, bin string) (string, error)
+}
+
+// DefaultNode is this node, as seen by this process.
+func DefaultNode() Node {
+	var uts unix.Utsname
+	release := ""
+	if err := unix.Uname(&uts); err == nil {
+		release = unix.ByteSliceToString(uts.Release[:])
+	}
+	return Node{
+		ConfigPath:    config.PathFromEnv(),
+		ProcRoot:      "/proc",
+		BootRoot:      "/boot",
+		CgroupRoot:    "/sys/fs/cgroup",
+		KernelRelease: release,
+		Containerd:    "containerd",
+		Runc:          "runc",
+		RDMASystem:    QueryRDMASystem,
+		Memlock:       shim.MemlockLimits,
+		Version:       runVersion,
+	}
+}
+
+func (n Node) withDefaults() Node {
+	d := DefaultNode()
+	set := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	set(&n.ConfigPath, d.ConfigPath)
+	set(&n.ProcRoot, d.ProcRoot)
+	set(&n.BootRoot, d.BootRoot)
+	set(&n.CgroupRoot, d.CgroupRoot)
+	set(&n.KernelRelease, d.KernelRelease)
+	set(&n.Containerd, d.Containerd)
+	set(&n.Runc, d.Runc)
+	if n.RDMASystem == nil {
+		n.RDMASystem = d.RDMASystem
+	}
+	if n.Memlock == nil {
+		n.Memlock = d.Memlock
+	}
+	if n.Version == nil {
+		n.Version = d.Version
+	}
+	return n
+}
+
+// Run performs every check, in a fixed order.
+func Run(ctx context.Context, n Node) []Result {
+	n = n.withDefaults()
+	var rs []Result
+
+	cfg, cfgResult := checkConfig(n.ConfigPath)
+	if n.SysRoot == "" {
+		n.SysRoot = cfg.RDMA.SysRoot
+	}
+	if n.DevRoot == "" {
+		n.DevRoot = cfg.RDMA.DevRoot
+	}
+	kc := readKernelConfig(n.ProcRoot, n.BootRoot, n.KernelRelease)
+
+	kernel := checkKernel(n, kc)
+	rs = append(rs, kernel)
+	rs = append(rs, checkDevices(n, kernel.Status == OK)...)
+	rs = append(rs, checkSystem(n, kernel.Status == OK)...)
+	rs = append(rs, checkCgroup(n, cfg, kc))
+	rs = append(rs, checkMemlock(n, cfg))
+	rs = append(rs, cfgResult)
+	rs = append(rs, checkContainerd(ctx, n))
+	rs = append(rs, checkRunc(ctx, n))
+	rs = append(rs, Result{Check: "verbs.cache", Status: Warn, Detail: "verbs cache not built (planned)",
+		Fix: "nothing to do yet: containers use stock libibverbs setup"})
+	return rs
+}
+
+// Failed tells whether any result is a FAIL.
+func Failed(rs []Result) bool {
+	for _, r := range rs {
+		if r.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteText prints one line per result, a fix line under each that is not
+// OK, and a count.
+func WriteText(w io.Writer, rs []Result) error {
+	width := 0
+	for _, r := range rs {
+		width = max(width, len(r.Check))
+	}
+	count := map[Status]int{}
+	var b strings.Builder
+	for _, r := range rs {
+		count[r.Status]++
+		fmt.Fprintf(&b, "%-4s  %-*s  %s\n", r.Status, width, r.Check, r.Detail)
+		if r.Fix != "" && r.Status != OK {
+			fmt.Fprintf(&b, "      %-*s  fix: %s\n", width, "", r.Fix)
+		}
+	}
+	fmt.Fprintf(&b, "%d OK, %d WARN, %d FAIL\n", count[OK], count[Warn], count[Fail])
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON prints the results as a JSON array of {check, status, detail, fix}.
+func WriteJSON(w io.Writer, rs []Result) error {
+	if rs == nil {
+		rs = []Result{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rs)
+}
+
+// runVersion runs `bin --version`, bounded in time.
+func runVersion(ctx context.Context, bin string) (string, error) {
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Stdin = nil
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+			return "", fmt.Errorf("%s --version: %w: %s", path, err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	return string(out), nil
+}
