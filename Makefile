@@ -29,7 +29,7 @@ build:
 install: build
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
-	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(PREFIX)/lib/swift/
+	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(PREFIX)/lib/swift/
 
 deps:
 	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION)

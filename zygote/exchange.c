@@ -22,7 +22,6 @@
 #include "zygote.h"
 
 #define XMAGIC "SWIFTX01"
-#define XF_INITIAL 1u
 #define XMAX 64
 
 struct xhello {
@@ -113,7 +112,7 @@ static int dial(const char *host, int port)
 }
 
 int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int count,
-			int initial, int *rows_out, char *err, size_t errlen)
+			unsigned flags, int *rows_out, char *err, size_t errlen)
 {
 	struct swift_qpinfo mine[XMAX], theirs[XMAX];
 	struct xhello h;
@@ -137,7 +136,7 @@ int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int 
 	memcpy(h.from, c->name, strnlen(c->name, sizeof(h.from) - 1));
 	if (getrandom(h.nonce, sizeof(h.nonce), 0) != sizeof(h.nonce))
 		goto io;
-	h.flags = initial ? XF_INITIAL : 0;
+	h.flags = flags;
 	h.count = (uint32_t)count;
 	if (full_io(fd, &h, sizeof(h), 1) || full_io(fd, &ch, sizeof(ch), 0))
 		goto io;
@@ -241,7 +240,7 @@ int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const cha
 	}
 	if (full_io(fd, theirs, sizeof(theirs[0]) * (size_t)count, 0))
 		return -1;
-	if (h.flags & XF_INITIAL) {
+	if (h.flags & SWIFT_X_INITIAL) {
 		/* the peer (re)started: its old QPs are gone, so are ours to it */
 		for (i = 0; i < SWIFT_MAX_QPS; i++)
 			if (d->sq[i].qp && d->rows[i].peer == peer && d->rows[i].state == ROW_FREE)
@@ -257,12 +256,19 @@ int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const cha
 		}
 		made++;
 		swift_row_local(d, rows[i], &mine[i]);
+		if (h.flags & SWIFT_X_EPHEMERAL) {
+			/* kept out of the pool; dropped once the client is surely done */
+			d->rows[rows[i]].state = ROW_ASSIGNED;
+			d->rows[rows[i]].ephemeral_until_us = swift_now_us() + 5000000;
+		}
 	}
 	rep.count = (uint32_t)count;
 	if (full_io(fd, &rep, sizeof(rep), 1) || full_io(fd, mine, sizeof(mine[0]) * (size_t)count, 1))
 		goto fail_quiet;
-	c->peers[peer].connected = 1;
-	swift_log("peer %s at %s: %d QP(s) connected", h.from, addr, count);
+	if (!(h.flags & SWIFT_X_EPHEMERAL)) {
+		c->peers[peer].connected = 1;
+		swift_log("peer %s at %s: %d QP(s) connected", h.from, addr, count);
+	}
 	return 0;
 fail:
 	full_io(fd, &rep, sizeof(rep), 1);

@@ -92,16 +92,19 @@ static int h_sleep(struct swift_fn *fn, int argc, char **argv)
 	return 0;
 }
 
-/* qpinfo: one line per assigned QP, for tests of distinct assignment. */
+/* qpinfo [hold_ms]: one line per assigned QP, for tests of distinct
+ * assignment; then hold the QPs for hold_ms. */
 static int h_qpinfo(struct swift_fn *fn, int argc, char **argv)
 {
 	int i;
 
-	(void)argc; (void)argv;
 	for (i = 0; i < fn->nqp; i++)
 		printf("qp row=%u qpn=%u remote=%u peer=%s\n", fn->qp[i]->index, fn->qp[i]->qp->qp_num,
 		       fn->qp[i]->remote_qpn, fn->qp[i]->peer);
 	printf("pid=%d nqp=%d provider=%s\n", (int)getpid(), fn->nqp, fn->provider);
+	fflush(stdout);
+	if (argc > 1)
+		usleep((useconds_t)atoi(argv[1]) * 1000);
 	return 0;
 }
 

@@ -96,7 +96,7 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 		snprintf(err, errlen, "ibv_alloc_pd: %s", strerror(errno));
 		return -1;
 	}
-	rows = c->pool * c->npeers * 2 + 16;
+	rows = c->pool * c->npeers * 2 + 64;
 	if (rows > SWIFT_MAX_QPS)
 		rows = SWIFT_MAX_QPS;
 	d->slice_len = (SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS) * c->msg_size;

@@ -135,7 +135,7 @@ static void try_peers(int force)
 			continue;
 		if (!force && now < p->next_try_ms)
 			continue;
-		if (swift_xchg_initiate(&dev, &cfg, i, cfg.pool, 1, NULL, err, sizeof(err)) == cfg.pool) {
+		if (swift_xchg_initiate(&dev, &cfg, i, cfg.pool, SWIFT_X_INITIAL, NULL, err, sizeof(err)) == cfg.pool) {
 			p->connected = 1;
 			p->backoff_ms = 0;
 			swift_log("peer %s: %d QP(s) connected", p->name, cfg.pool);
@@ -151,11 +151,16 @@ static void try_peers(int force)
 	}
 }
 
-/* Keep the receive rings of free QPs full (what arrives there has no reader). */
+/* Keep the receive rings of free QPs full (what arrives there has no
+ * reader), and drop the QPs of one-off clients whose time is up. */
 static void maintain_free_rows(void)
 {
+	uint64_t now = swift_now_us();
 	int i;
 
+	for (i = 0; have_dev && i < SWIFT_MAX_QPS; i++)
+		if (dev.sq[i].qp && dev.rows[i].ephemeral_until_us && now > dev.rows[i].ephemeral_until_us)
+			swift_row_destroy(&dev, i);
 	for (i = 0; have_dev && i < SWIFT_MAX_QPS; i++)
 		if (dev.sq[i].qp && dev.rows[i].state == ROW_FREE && swift_row_reclaim(&dev, i, 0) < 0) {
 			swift_log("qp %d (peer %s) in error; rebuilding", i, cfg.peers[dev.rows[i].peer].name);

@@ -38,6 +38,7 @@ struct pool_row {
 	struct swift_qpinfo remote;
 	pid_t owner;
 	uint64_t assigned_at_us;
+	uint64_t ephemeral_until_us; /* nonzero: a warm client's QP, destroyed then */
 };
 
 struct swift_cfg {
@@ -95,8 +96,10 @@ int swift_rows(struct swift_dev *d, int peer, enum pool_state st);
 void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle);
 
 /* exchange.c */
+#define SWIFT_X_INITIAL 1u   /* the initiator (re)builds its pool to this peer */
+#define SWIFT_X_EPHEMERAL 2u /* a one-off client: its QPs are not kept */
 int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int count,
-			int initial, int *rows_out, char *err, size_t errlen);
+			unsigned flags, int *rows_out, char *err, size_t errlen);
 int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr);
 
 /* handlers.c */
