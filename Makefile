@@ -6,6 +6,8 @@ GO ?= go
 CACHE ?= /var/cache/swift-build
 CONTAINERD_VERSION ?= v2.4.2
 CONTAINERD_BIN ?= $(CACHE)/containerd-$(CONTAINERD_VERSION:v%=%)
+CRICTL_VERSION ?= v1.37.0
+CONTAINERD17_VERSION ?= v1.7.35
 PREFIX ?= /usr/local
 BIN := $(CURDIR)/bin
 OUT := $(CURDIR)/out
@@ -16,8 +18,9 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 
 export SWIFT_BIN := $(BIN)
 export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
+export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
 
-.PHONY: all build install deps test unit lint fuzz integration bench demo clean
+.PHONY: all build install deps test unit lint fuzz integration cri matrix bench demo clean
 
 all: build
 
@@ -32,7 +35,7 @@ install: build
 	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(PREFIX)/lib/swift/
 
 deps:
-	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION)
+	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION)
 
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -51,7 +54,16 @@ fuzz:
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration
 
-test: deps build unit fuzz integration
+# CRI: crictl runp/create/exec through the swift runtime entry.
+cri: deps build
+	$(GO) test -count=1 ./test/harness
+	$(GO) test -count=1 -v -timeout 10m ./test/cri
+
+# Support matrix: the integration and CRI suites against containerd 1.7.
+matrix: deps build
+	SWIFT_CONTAINERD_BIN=$(CACHE)/containerd-$(CONTAINERD17_VERSION:v%=%) $(GO) test -count=1 -v -timeout 20m ./test/integration ./test/cri
+
+test: deps build unit fuzz integration cri matrix
 
 bench: deps build
 	@mkdir -p $(OUT)

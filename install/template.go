@@ -72,6 +72,9 @@ var dropIn = template.Must(template.New("drop-in").Funcs(template.FuncMap{"quote
 	`{{if eq .Version 2 -}}
 # containerd 1.7 (config version 2): drop into the directory named by
 # ` + "`imports`" + ` in {{.Root}} (which must say ` + "`version = 2`" + `).
+# containerd 1.7 replaces the whole CRI plugin section with an imported
+# file's, runc runtime included: prefer ` + "`swiftctl install containerd`" + `,
+# which copies the root's CRI section into the drop-in it writes.
 {{- else -}}
 # containerd 2.x (config version {{.Version}}): drop into {{.Dir}}/ and
 # make sure {{.Root}} has ` + "`version = {{.Version}}`" + ` and

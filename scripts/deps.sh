@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs, idempotently, what building and testing Swift needs on Debian 12:
 # Debian packages, and a containerd built with `go install` into a cache dir
-# (reused when present). Usage: scripts/deps.sh CACHE_DIR CONTAINERD_VERSION
+# (reused when present), crictl, and containerd 1.7 for the support matrix.
+# Usage: scripts/deps.sh CACHE_DIR CONTAINERD_VERSION CRICTL_VERSION CONTAINERD17_VERSION
 set -euo pipefail
 cache=${1:-/var/cache/swift-build}
 ctrd_version=${2:-v2.4.2}
+crictl_version=${3:-v1.37.0}
+ctrd17_version=${4:-v1.7.35}
 ctrd_dir="$cache/containerd-${ctrd_version#v}"
 
 pkgs=(runc busybox-static iproute2 util-linux gcc make
@@ -30,4 +33,25 @@ if [[ ! -x "$ctrd_dir/containerd" || ! -x "$ctrd_dir/ctr" || ! -x "$ctrd_dir/con
     "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$ctrd_version"
   rm -rf "$ctrd_dir" && mv "$ctrd_dir.tmp" "$ctrd_dir"
 fi
+crictl_dir="$cache/crictl-${crictl_version#v}"
+if [[ ! -x "$crictl_dir/crictl" ]]; then
+  echo "deps: building crictl $crictl_version into $crictl_dir"
+  rm -rf "$crictl_dir.tmp" && mkdir -p "$crictl_dir.tmp"
+  GOBIN="$crictl_dir.tmp" GOFLAGS=-mod=mod go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version"
+  rm -rf "$crictl_dir" && mv "$crictl_dir.tmp" "$crictl_dir"
+fi
+
+# containerd 1.7 for the support matrix. `go install ...@v1.7.x` refuses
+# the module (its go.mod has an exclude directive): build in a copy of it.
+ctrd17_dir="$cache/containerd-${ctrd17_version#v}"
+if [[ ! -x "$ctrd17_dir/containerd" || ! -x "$ctrd17_dir/ctr" || ! -x "$ctrd17_dir/containerd-shim-runc-v2" ]]; then
+  echo "deps: building containerd $ctrd17_version into $ctrd17_dir (several minutes on 2 cores)"
+  work=$(mktemp -d)
+  src=$(cd "$work" && go mod download -json "github.com/containerd/containerd@$ctrd17_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  cp -r "$src" "$work/src" && chmod -R u+w "$work/src"
+  rm -rf "$ctrd17_dir.tmp" && mkdir -p "$ctrd17_dir.tmp"
+  (cd "$work/src" && GOFLAGS=-mod=mod go build -o "$ctrd17_dir.tmp/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2)
+  rm -rf "$work" "$ctrd17_dir" && mv "$ctrd17_dir.tmp" "$ctrd17_dir"
+fi
+
 echo "deps: ok (containerd $("$ctrd_dir/containerd" --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'))"

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	taskv2 "github.com/containerd/containerd/api/runtime/task/v2"
 	taskapi "github.com/containerd/containerd/api/runtime/task/v3"
 	"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2/task"
 	"github.com/containerd/containerd/v2/pkg/shim"
@@ -54,11 +55,13 @@ func init() {
 // embedded runc task service unchanged.
 type Service struct {
 	taskapi.TTRPCTaskService
+	bundles bundles
 }
 
 // RegisterTTRPC implements containerd's shim TTRPCService.
 func (s *Service) RegisterTTRPC(server *ttrpc.Server) error {
 	taskapi.RegisterTTRPCTaskService(server, s)
+	taskv2.RegisterTaskService(server, taskV2{s})
 	return nil
 }
 
@@ -70,12 +73,20 @@ func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*ta
 		return nil, errgrpc.ToGRPC(err)
 	}
 	log.G(ctx).WithField("id", r.ID).WithField("took", time.Since(start)).Debug("swift: spec prepared")
-	return s.TTRPCTaskService.Create(ctx, r)
+	resp, err := s.TTRPCTaskService.Create(ctx, r)
+	if err == nil {
+		s.bundles.set(r.ID, r.Bundle)
+	}
+	return resp, err
 }
 
 // Delete delegates; clean-up of Swift resources hooks in here.
 func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskapi.DeleteResponse, error) {
-	return s.TTRPCTaskService.Delete(ctx, r)
+	resp, err := s.TTRPCTaskService.Delete(ctx, r)
+	if err == nil && r.ExecID == "" {
+		s.bundles.del(r.ID)
+	}
+	return resp, err
 }
 
 // Prepare converts the request's runtime options and edits <bundle>/config.json.

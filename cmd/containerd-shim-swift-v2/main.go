@@ -5,12 +5,11 @@ package main
 import (
 	"context"
 
-	"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2/manager"
 	"github.com/containerd/containerd/v2/pkg/shim"
 
 	swiftshim "github.com/swift-rdma/swift-containerd/shim"
 )
 
 func main() {
-	shim.Run(context.Background(), manager.NewShimManager(swiftshim.RuntimeType))
+	shim.Run(context.Background(), swiftshim.NewManager())
 }

@@ -52,7 +52,7 @@ func cmdBench(ctx context.Context, args []string) error {
 			}
 			id := fmt.Sprintf("bench-%d-%d", i+1, j)
 			start := time.Now()
-			if _, se, err := d.Ctr(ctx, "run", "--rm", "--rootfs", rootfs, "--runtime", rt, id, "/bin/true"); err != nil {
+			if _, se, err := d.Ctr(ctx, "run", "--rm", "--runtime", rt, "--rootfs", rootfs, id, "/bin/true"); err != nil {
 				return fmt.Errorf("ctr run %s: %v: %s", rt, err, se)
 			}
 			if i >= 0 {

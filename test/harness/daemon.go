@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,9 +28,14 @@ type Daemon struct {
 	Socket    string
 	Log       string
 	Namespace string
-	ctr       string
-	cmd       *exec.Cmd
-	done      chan error
+	// Version is what `containerd --version` reports (e.g. 2.4.2+unknown);
+	// Major its major number, which picks the config format.
+	Version string
+	Major   int
+	ctr     string
+	crictl  string
+	cmd     *exec.Cmd
+	done    chan error
 }
 
 // Options configure Start.
@@ -37,6 +43,11 @@ type Options struct {
 	ContainerdBin string // defaults to $SWIFT_CONTAINERD_BIN
 	SwiftBin      string // defaults to $SWIFT_BIN
 	Env           []string
+	// CRI, when set, enables containerd's CRI plugin with this
+	// configuration; by default it is disabled.
+	CRI *CRIConfig
+	// ExtraConfig is appended to the generated config.toml.
+	ExtraConfig string
 }
 
 // Missing returns what a run needs but cannot find, each with how to get it.
@@ -65,6 +76,9 @@ func (o *Options) Missing() []string {
 	if !isExec(BusyboxPath) {
 		miss = append(miss, BusyboxPath+" (Debian busybox-static; run `make deps`)")
 	}
+	if o.CRI != nil {
+		miss = append(miss, o.CRI.missing()...)
+	}
 	return miss
 }
 
@@ -73,10 +87,12 @@ func isExec(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-const configTemplate = `version = 3
+// configTemplate is the daemon's config; containerd 2.x reads version 3,
+// 1.7 version 2 (the keys used here are the same in both).
+const configTemplate = `version = %d
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.nri.v1.nri", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = [%s]
 [grpc]
   address = %q
 [ttrpc]
@@ -95,11 +111,36 @@ func Start(ctx context.Context, dir string, o Options) (*Daemon, error) {
 		Socket: filepath.Join(dir, "containerd.sock"), Log: filepath.Join(dir, "containerd.log"),
 		Namespace: "swift-test", ctr: filepath.Join(o.ContainerdBin, "ctr"), done: make(chan error, 1),
 	}
+	var err error
+	if d.Version, d.Major, err = DaemonVersion(ctx, filepath.Join(o.ContainerdBin, "containerd")); err != nil {
+		return nil, err
+	}
 	cfg := filepath.Join(dir, "config.toml")
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, d.Root, d.State, d.Socket, d.Socket+".ttrpc"), 0o644); err != nil {
+	cfgVersion := 3
+	if d.Major < 2 {
+		cfgVersion = 2
+	}
+	disabled := []string{"io.containerd.nri.v1.nri", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"}
+	if o.CRI == nil {
+		disabled = append([]string{"io.containerd.grpc.v1.cri"}, disabled...)
+	}
+	for i := range disabled {
+		disabled[i] = strconv.Quote(disabled[i])
+	}
+	body := fmt.Appendf(nil, configTemplate, cfgVersion, d.Root, d.State, strings.Join(disabled, ", "), d.Socket, d.Socket+".ttrpc")
+	if o.CRI != nil {
+		d.crictl = filepath.Join(o.CRI.CrictlBin, "crictl")
+		criCfg, err := o.CRI.config(d)
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, criCfg...)
+	}
+	body = append(body, o.ExtraConfig...)
+	if err := os.WriteFile(cfg, body, 0o644); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(d.Log)

@@ -33,16 +33,34 @@ func TestExampleNodeConfig(t *testing.T) {
 	}
 }
 
-// TestExampleDropIns: the real containerd loads each drop-in through
-// `imports` and its merged config shows the swift runtime.
+// TestExampleDropIns: the real containerd loads each drop-in its version
+// reads through `imports`, and its merged config shows the swift runtime.
+// containerd 2.x reads both (it migrates version 2); 1.7 only version 2.
 func TestExampleDropIns(t *testing.T) {
 	bin := filepath.Join(os.Getenv("SWIFT_CONTAINERD_BIN"), "containerd")
-	for _, c := range []struct {
-		file, version, section string
+	cases := []struct {
+		file, version string
+		wants         []string
 	}{
-		{"swift-v3.toml", "3", "io.containerd.cri.v1.runtime"},
-		{"swift-v2.toml", "2", "io.containerd.cri.v1.runtime"}, // 2.x migrates version 2 into the v3 layout
-	} {
+		{"swift-v3.toml", "3", []string{
+			"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.swift]",
+			"runtime_type = 'io.containerd.swift.v2'", "pod_annotations = ['swift.io/*']",
+			"SwiftConfig = '/etc/swift/config.toml'"}},
+		{"swift-v2.toml", "2", []string{
+			"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.swift]",
+			"runtime_type = 'io.containerd.swift.v2'", "pod_annotations = ['swift.io/*']",
+			"SwiftConfig = '/etc/swift/config.toml'"}},
+	}
+	if daemon.Major == 1 {
+		cases = []struct {
+			file, version string
+			wants         []string
+		}{{"swift-v2.toml", "2", []string{
+			`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.swift]`,
+			`runtime_type = "io.containerd.swift.v2"`, `pod_annotations = ["swift.io/*"]`,
+			`SwiftConfig = "/etc/swift/config.toml"`}}}
+	}
+	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			dir := t.TempDir()
 			dropin := filepath.Join(repoRoot(t), "examples", "containerd", c.file)
@@ -55,19 +73,13 @@ func TestExampleDropIns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("containerd config dump: %v\n%s", err, out)
 			}
-			s := string(out)
-			for _, want := range []string{
-				c.section + "'.containerd.runtimes.swift]",
-				"runtime_type = 'io.containerd.swift.v2'",
-				"pod_annotations = ['swift.io/*']",
-				"SwiftConfig = '/etc/swift/config.toml'",
-			} {
-				if !strings.Contains(s, want) {
+			for _, want := range c.wants {
+				if !strings.Contains(string(out), want) {
 					t.Errorf("merged config lacks %q", want)
 				}
 			}
 			if t.Failed() {
-				t.Logf("merged config:\n%s", s)
+				t.Logf("merged config:\n%s", out)
 			}
 		})
 	}

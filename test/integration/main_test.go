@@ -91,7 +91,9 @@ type runSpec struct {
 // ctrRun runs `ctr run` and returns stdout, stderr and the exit code.
 func ctrRun(t *testing.T, r runSpec) (string, string, int) {
 	t.Helper()
-	args := []string{"run", "--rootfs", rootfs, "--runtime", r.runtime, "--env", "PATH=/bin"}
+	// --rootfs is a flag without value: the path is the first positional
+	// argument, after every flag (ctr 1.7 stops reading flags there).
+	args := []string{"run", "--rootfs", "--runtime", r.runtime, "--env", "PATH=/bin"}
 	if r.detach {
 		args = append(args, "-d")
 	} else {
@@ -103,7 +105,7 @@ func ctrRun(t *testing.T, r runSpec) (string, string, int) {
 	for k, v := range r.annotations {
 		args = append(args, "--annotation", k+"="+v)
 	}
-	args = append(args, r.id)
+	args = append(args, rootfs, r.id)
 	args = append(args, r.args...)
 	so, se, err := daemon.Ctr(ctx(t), args...)
 	code := harness.ExitCode(err)

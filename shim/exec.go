@@ -1,0 +1,106 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	taskapi "github.com/containerd/containerd/api/runtime/task/v3"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// bundles remembers each container's bundle, for Exec.
+type bundles struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (b *bundles) set(id, dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]string{}
+	}
+	b.m[id] = dir
+}
+
+func (b *bundles) get(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m[id]
+}
+
+func (b *bundles) del(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, id)
+}
+
+// Exec gives an exec'd process what Create gave the container: containerd
+// builds the exec spec from the spec it stored, which lacks Swift's edits.
+func (s *Service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (*emptypb.Empty, error) {
+	if dir := s.bundles.get(r.ID); dir != "" && r.Spec != nil {
+		if err := EditExecSpec(filepath.Join(dir, SpecFile), r); err != nil {
+			return nil, errgrpc.ToGRPC(err)
+		}
+	}
+	return s.TTRPCTaskService.Exec(ctx, r)
+}
+
+// EditExecSpec adds to r's process the RLIMIT_MEMLOCK and the environment
+// variables of the container's spec at specPath that the process lacks.
+func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
+	b, err := os.ReadFile(specPath)
+	if err != nil {
+		return fmt.Errorf("read container spec: %w", err)
+	}
+	var c specs.Spec
+	if err := json.Unmarshal(b, &c); err != nil || c.Process == nil {
+		return fmt.Errorf("container spec %s: %v: %w", specPath, err, errdefs.ErrFailedPrecondition)
+	}
+	var p specs.Process
+	if err := json.Unmarshal(r.Spec.Value, &p); err != nil {
+		return fmt.Errorf("exec process spec: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	changed := false
+	for _, rl := range c.Process.Rlimits {
+		if rl.Type != "RLIMIT_MEMLOCK" {
+			continue
+		}
+		has := false
+		for _, e := range p.Rlimits {
+			has = has || e.Type == rl.Type
+		}
+		if !has {
+			p.Rlimits = append(p.Rlimits, rl)
+			changed = true
+		}
+	}
+	keys := map[string]bool{}
+	for _, e := range p.Env {
+		k, _, _ := strings.Cut(e, "=")
+		keys[k] = true
+	}
+	for _, e := range c.Process.Env {
+		if k, _, _ := strings.Cut(e, "="); !keys[k] {
+			p.Env = append(p.Env, e)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	out, err := json.Marshal(&p)
+	if err != nil {
+		return err
+	}
+	r.Spec.Value = out
+	return nil
+}
