@@ -47,9 +47,9 @@ unit: lint
 
 # Each fuzz target runs for FUZZTIME on top of its seed corpus.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./annotations
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./config
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $(FUZZTIME) ./shim
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./annotations
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./shim
 
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -51,9 +53,10 @@ type RDMA struct {
 	Default bool `toml:"default"`
 	// Memlock is RLIMIT_MEMLOCK for opted-in containers: "unlimited" or a size.
 	Memlock string `toml:"memlock"`
-	// HCAHandle and HCAObject are linux.resources.rdma limits per device (0 = unset).
-	HCAHandle uint32 `toml:"hca_handle"`
-	HCAObject uint32 `toml:"hca_object"`
+	// HCAHandle and HCAObject are linux.resources.rdma limits per device
+	// (0 = unset); decoded wide so that Validate can name a bad value's key.
+	HCAHandle int64 `toml:"hca_handle"`
+	HCAObject int64 `toml:"hca_object"`
 	// SysRoot and DevRoot are where sysfs classes and device nodes are read.
 	SysRoot string `toml:"sys_root"`
 	DevRoot string `toml:"dev_root"`
@@ -101,16 +104,21 @@ func Parse(name string, data []byte) (Config, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("node config %s: %s: %w", name, describe(err), errdefs.ErrInvalidArgument)
+		return Config{}, fmt.Errorf("node config %s: %s: %w", name, describe(err, data), errdefs.ErrInvalidArgument)
 	}
 	if err := c.Validate(); err != nil {
+		// Validate's messages start with the key: say where it is.
+		key, _, _ := strings.Cut(err.Error(), " ")
+		if line := lineOf(data, strings.TrimSuffix(key, ":"), 1); line > 0 {
+			return Config{}, fmt.Errorf("node config %s: line %d: %w", name, line, err)
+		}
 		return Config{}, fmt.Errorf("node config %s: %w", name, err)
 	}
 	return c, nil
 }
 
 // describe turns a go-toml error into "line N: message".
-func describe(err error) string {
+func describe(err error, data []byte) string {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
@@ -125,7 +133,83 @@ func describe(err error) string {
 		}
 		return strings.Join(parts, "; ")
 	}
-	return err.Error()
+	// Errors go-toml reports without a position: find the key's line.
+	msg := err.Error()
+	var key string
+	nth := 1
+	switch {
+	case fieldRe.MatchString(msg):
+		key = tomlPath(reflect.TypeOf(Config{}), fieldRe.FindStringSubmatch(msg)[1])
+	case dupKeyRe.MatchString(msg):
+		key, nth = dupKeyRe.FindStringSubmatch(msg)[1], 2
+	case dupTableRe.MatchString(msg):
+		key, nth = "["+dupTableRe.FindStringSubmatch(msg)[1]+"]", 2
+	}
+	if line := lineOf(data, key, nth); key != "" && line > 0 {
+		return fmt.Sprintf("line %d: %s", line, msg)
+	}
+	return msg
+}
+
+var (
+	fieldRe    = regexp.MustCompile(`into struct field \S*?\.?(\w+) of type`)
+	dupKeyRe   = regexp.MustCompile(`key (\S+) is already defined`)
+	dupTableRe = regexp.MustCompile(`table (\S+) already exists`)
+)
+
+// tomlPath returns the dotted TOML key of the Go field called field in t.
+func tomlPath(t reflect.Type, field string) string {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if f.Name == field {
+			return tag
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if sub := tomlPath(f.Type, field); sub != "" {
+				return tag + "." + sub
+			}
+		}
+	}
+	return ""
+}
+
+// lineOf finds the nth line (1-based) where key is set, or where the table
+// "[key]" starts, by a line scan of the file; 0 when not found. A bare key
+// (no dot) matches that key in any table.
+func lineOf(data []byte, key string, nth int) int {
+	table, seen := "", 0
+	for i, raw := range strings.Split(string(data), "\n") {
+		l := strings.TrimSpace(raw)
+		var path string
+		switch {
+		case strings.HasPrefix(l, "[") && !strings.HasPrefix(l, "[["):
+			end := strings.Index(l, "]")
+			if end < 0 {
+				end = len(l)
+			}
+			table = strings.TrimSpace(l[1:end])
+			path = "[" + table + "]"
+		case strings.Contains(l, "=") && !strings.HasPrefix(l, "#"):
+			k, _, _ := strings.Cut(l, "=")
+			k = strings.Trim(strings.TrimSpace(k), `"'`)
+			path = k
+			if table != "" {
+				path = table + "." + k
+			}
+			if !strings.Contains(key, ".") && !strings.HasPrefix(key, "[") && k == key {
+				path = key
+			}
+		default:
+			continue
+		}
+		if path == key {
+			if seen++; seen == nth {
+				return i + 1
+			}
+		}
+	}
+	return 0
 }
 
 // Validate checks values that TOML types alone do not constrain.
@@ -137,6 +221,11 @@ func (c Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("state_dir %q: must be an absolute path: %w", c.StateDir, errdefs.ErrInvalidArgument)
+	}
+	for k, v := range map[string]int64{"rdma.hca_handle": c.RDMA.HCAHandle, "rdma.hca_object": c.RDMA.HCAObject} {
+		if v < 0 || v > math.MaxUint32 {
+			return fmt.Errorf("%s %d: want 0 (no limit) to %d: %w", k, v, uint32(math.MaxUint32), errdefs.ErrInvalidArgument)
+		}
 	}
 	if _, err := ParseMemlock(c.RDMA.Memlock); err != nil {
 		return fmt.Errorf("rdma.memlock: %w", err)

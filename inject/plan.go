@@ -65,7 +65,7 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 
 	if cfg.RDMA.HCAHandle != 0 || cfg.RDMA.HCAObject != 0 {
 		if node.RDMACgroup {
-			mods = append(mods, RDMALimits{Devices: names, HCAHandle: cfg.RDMA.HCAHandle, HCAObject: cfg.RDMA.HCAObject})
+			mods = append(mods, RDMALimits{Devices: names, HCAHandle: uint32(cfg.RDMA.HCAHandle), HCAObject: uint32(cfg.RDMA.HCAObject)})
 		} else {
 			warnings = append(warnings, "rdma cgroup controller not available on this node: rdma.hca_handle/hca_object limits not applied")
 		}

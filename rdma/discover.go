@@ -79,6 +79,9 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 		if err != nil {
 			return inv, err
 		}
+		if ibdev == "" || strings.ContainsRune(ibdev, '/') {
+			return inv, fmt.Errorf("%s/ibdev names no valid device (%q): %w", dir, ibdev, errdefs.ErrFailedPrecondition)
+		}
 		node, err := nodeFromSysfs(filepath.Join(dir, "dev"), e.Name(), devRoot)
 		if err != nil {
 			return inv, err

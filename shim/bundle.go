@@ -68,8 +68,9 @@ func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
 		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
 	}
+	var poolConf []byte
 	if opts.Zygote != nil && *opts.Zygote {
-		if in.Zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts); err != nil {
+		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts); err != nil {
 			return err
 		}
 	}
@@ -86,10 +87,22 @@ func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
 	if err := validateSpec(spec); err != nil {
 		return err
 	}
+	if in.Zygote != nil {
+		if err := os.WriteFile(in.Zygote.ConfPath, poolConf, 0o444); err != nil {
+			return fmt.Errorf("write pool description: %w", err)
+		}
+	}
 	if err := writeSpecAtomic(path, spec); err != nil {
+		if in.Zygote != nil {
+			os.Remove(in.Zygote.ConfPath)
+		}
 		return err
 	}
-	log.G(ctx).WithField("devices", strings.Join(inv.Names(), ",")).Info("swift: rdma injected")
+	devices := inv.Names()
+	if len(opts.Devices) > 0 {
+		devices = opts.Devices
+	}
+	log.G(ctx).WithField("devices", strings.Join(devices, ",")).WithField("zygote", in.Zygote != nil).Info("swift: rdma injected")
 	return nil
 }
 

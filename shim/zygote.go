@@ -68,21 +68,17 @@ func TenantKey(stateDir, tenant string) (string, error) {
 	return path, nil
 }
 
-// prepareZygote writes the pool description into the bundle and returns
-// the zygote modifier.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options) (*inject.Zygote, error) {
+// prepareZygote returns the zygote modifier and the pool description to
+// write at its ConfPath (in the bundle) once the spec edit has succeeded.
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options) (*inject.Zygote, []byte, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pc := inject.NewPoolConfig(id, opts)
 	key, err := TenantKey(cfg.StateDir, pc.Tenant)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	conf := filepath.Join(bundle, PoolFile)
-	if err := os.WriteFile(conf, pc.Render(), 0o444); err != nil {
-		return nil, fmt.Errorf("write pool description: %w", err)
-	}
-	return &inject.Zygote{BinDir: bin, ConfPath: conf, KeyPath: key}, nil
+	return &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile), KeyPath: key}, pc.Render(), nil
 }
