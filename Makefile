@@ -12,7 +12,7 @@ PREFIX ?= /usr/local
 BIN := $(CURDIR)/bin
 OUT := $(CURDIR)/out
 FUZZTIME ?= 10s
-BENCH_RUNS ?= 10
+BENCH_RUNS ?= 20
 GOFILES = $(shell git ls-files -co --exclude-standard '*.go')
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 
@@ -63,11 +63,18 @@ cri: deps build
 matrix: deps build
 	SWIFT_CONTAINERD_BIN=$(CACHE)/containerd-$(CONTAINERD17_VERSION:v%=%) $(GO) test -count=1 -v -timeout 20m ./test/integration ./test/cri
 
-test: deps build unit fuzz integration cri matrix
+include test/vm/vm.mk
 
+test: deps build unit fuzz integration cri matrix test-vm
+
+# Benchmarks, side by side in one run: the shim against runc's (host), and
+# fork start in the rxe VM; all figures go to out/bench.json.
 bench: deps build
 	@mkdir -p $(OUT)
 	$(BIN)/swiftctl bench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
+	SWIFT_VM_SCENARIOS=fork-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+		$(GO) test -count=1 -v -timeout 30m -run TestVM ./test/vm
+	@cat $(OUT)/bench.json
 
 demo: deps build
 	@echo "make demo: the RDMA demo (VM, zygote, forked function) is not built yet; see README"

@@ -1,0 +1,189 @@
+#!/bin/sh
+# runner.sh — the scenario runner of the soft-RoCE test guest.
+#
+# Runs inside the guest, chrooted into the (read-only) host root, started by
+# the initramfs /init. Reads its parameters from the results share
+# (/run/swiftvm-results/env, written by the host harness), sets up eth0 and
+# rxe0, starts a private containerd when a scenario needs it, then runs every
+# scenario in $SWIFTVM_SCENARIOS through scenarios.sh under a timeout.
+#
+# Per scenario NAME it writes to the results share:
+#   NAME.log     everything the scenario printed
+#   NAME.facts   key=value facts the scenario recorded (optional)
+#   NAME.json    {"name","status","exit_code","seconds","timed_out"}
+#   NAME.status  PASS or FAIL (written last)
+# and prints console markers ("SWIFTVM: BEGIN/RESULT ...") as a fallback.
+# runner.done marks a complete run.
+R=/run/swiftvm-results
+. "$R/env"
+G=$(dirname "$SWIFTVM_RUNNER")
+W=/run/swiftvm
+export SWIFTVM_WORK=$W
+
+say() { echo "SWIFTVM: $*" >/dev/console; }
+up() { cut -d' ' -f1 /proc/uptime; }
+
+say "RUNNER-START uptime=$(up) scenarios=$SWIFTVM_SCENARIOS"
+mkdir -p "$W"
+
+# --- network and soft-RoCE -------------------------------------------------
+setup_rxe() {
+	set -x
+	ip link set lo up
+	ip link set eth0 up
+	ip addr add 10.0.2.15/24 dev eth0
+	ip route add default via 10.0.2.2 dev eth0 || true
+	rdma link add rxe0 type rxe netdev eth0 || return 1
+	i=0
+	until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || { echo "rxe0 port never became ACTIVE"; return 1; }
+		sleep 0.2
+	done
+	rdma link show
+	rdma system show || true
+	ibv_devices
+	set +x
+}
+if setup_rxe >"$R/setup.log" 2>&1; then
+	echo PASS >"$R/setup.status"
+	say "SETUP rxe ok uptime=$(up)"
+else
+	echo FAIL >"$R/setup.status"
+	say "SETUP rxe FAILED (see setup.log)"
+	tail -n 20 "$R/setup.log" | sed 's/^/SWIFTVM-LOG setup: /' >/dev/console
+fi
+
+# --- containerd ------------------------------------------------------------
+needs_containerd=no
+for s in $SWIFTVM_SCENARIOS; do
+	case "$s" in
+	rxe | broken) ;;
+	*) needs_containerd=yes ;;
+	esac
+done
+
+CTR_PID=
+start_containerd() {
+	set -x
+	echo "uptime $(up): copying rootfs"
+	# One tar file over 9p is much faster than many small files.
+	if [ -f "$R/rootfs.tar" ]; then
+		mkdir -p "$W/rootfs" && tar -C "$W/rootfs" -xf "$R/rootfs.tar" || return 1
+	else
+		cp -a "$R/rootfs" "$W/rootfs" || return 1
+	fi
+	echo "uptime $(up): rootfs copied"
+	mkdir -p /var/lib/swiftvm/containerd /run/swiftvm/containerd /var/lib/swift /etc/swift 2>/dev/null
+	cat >"$W/containerd.toml" <<EOF
+version = 3
+root = "/var/lib/swiftvm/containerd"
+state = "/run/swiftvm/containerd"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]
+
+[grpc]
+  address = "$W/containerd.sock"
+
+[ttrpc]
+  address = "$W/containerd.sock.ttrpc"
+
+[debug]
+  level = "info"
+EOF
+	# The default swift node config; scenarios may rewrite it (a new shim
+	# reads it for every container).
+	cat >"$W/swift.toml" <<EOF
+log_level = "debug"
+state_dir = "/var/lib/swift"
+
+[rdma]
+default = false
+memlock = "unlimited"
+
+[zygote]
+bin_dir = "/var/lib/swift/bin"
+EOF
+	# Bind-mounting a directory of the 9p host share into a container
+	# hangs the guest kernel (soft lockup in runc init): give containers a
+	# local copy of the zygote binaries, as a node would have.
+	mkdir -p /var/lib/swift/bin
+	for b in swift-init swift-run swift-warm; do
+		[ -x "$SWIFTVM_BIN_DIR/$b" ] && cp "$SWIFTVM_BIN_DIR/$b" /var/lib/swift/bin/
+	done
+	cp "$W/swift.toml" "$W/swift.default.toml"
+	for b in containerd ctr containerd-shim-runc-v2; do
+		[ -x "$SWIFTVM_CONTAINERD_DIR/$b" ] || { echo "missing $SWIFTVM_CONTAINERD_DIR/$b"; return 1; }
+	done
+	[ -x "$SWIFTVM_BIN_DIR/containerd-shim-swift-v2" ] ||
+		echo "WARNING: $SWIFTVM_BIN_DIR/containerd-shim-swift-v2 missing (run make build)"
+	command -v runc
+	runc --version
+	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH SWIFT_CONFIG=$W/swift.toml \
+		setsid "$SWIFTVM_CONTAINERD_DIR/containerd" --config "$W/containerd.toml" \
+		>"$R/containerd.log" 2>&1 </dev/null &
+	CTR_PID=$!
+	echo "$CTR_PID" >"$W/containerd.pid"
+	echo "uptime $(up): containerd started"
+	i=0
+	until "$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" version >/dev/null 2>&1; do
+		i=$((i + 1))
+		kill -0 "$CTR_PID" 2>/dev/null || { echo "containerd exited"; return 1; }
+		[ $i -lt 240 ] || { echo "containerd not ready after 120s"; return 1; }
+		sleep 0.5
+	done
+	echo "uptime $(up): containerd ready"
+	"$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" version
+	set +x
+}
+if [ $needs_containerd = yes ]; then
+	if start_containerd >"$R/containerd-start.log" 2>&1; then
+		echo PASS >"$R/containerd.status"
+		say "CONTAINERD ready uptime=$(up)"
+	else
+		echo FAIL >"$R/containerd.status"
+		say "CONTAINERD start FAILED"
+		tail -n 20 "$R/containerd-start.log" | sed 's/^/SWIFTVM-LOG containerd: /' >/dev/console
+	fi
+fi
+
+# --- scenarios -------------------------------------------------------------
+timeout_s=${SWIFTVM_SCENARIO_TIMEOUT:-300}
+for s in $SWIFTVM_SCENARIOS; do
+	say "BEGIN $s uptime=$(up)"
+	t0=$(date +%s.%N)
+	rm -f "$R/$s.facts"
+	# Every scenario starts from the default node config, even if the one
+	# before it died while it had rewritten it.
+	[ -f "$W/swift.default.toml" ] && cp "$W/swift.default.toml" "$W/swift.toml"
+	timeout -k 10 "$timeout_s" /bin/sh "$G/scenarios.sh" "$s" >"$R/$s.log" 2>&1 </dev/null
+	rc=$?
+	t1=$(date +%s.%N)
+	secs=$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')
+	timed_out=false
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		timed_out=true
+		echo "TIMEOUT: scenario $s killed after ${timeout_s}s" >>"$R/$s.log"
+	fi
+	if [ $rc -eq 0 ]; then status=PASS; else status=FAIL; fi
+	printf '{"name":"%s","status":"%s","exit_code":%d,"seconds":%s,"timed_out":%s}\n' \
+		"$s" "$status" "$rc" "$secs" "$timed_out" >"$R/$s.json"
+	echo "$status" >"$R/$s.status"
+	say "RESULT $s $status rc=$rc seconds=$secs"
+	if [ $status = FAIL ]; then
+		tail -n 15 "$R/$s.log" | sed "s/^/SWIFTVM-LOG $s: /" >/dev/console
+	fi
+done
+
+# --- teardown --------------------------------------------------------------
+if [ -n "$CTR_PID" ]; then
+	kill "$CTR_PID" 2>/dev/null
+	i=0
+	while kill -0 "$CTR_PID" 2>/dev/null && [ $i -lt 20 ]; do
+		sleep 0.5
+		i=$((i + 1))
+	done
+fi
+dmesg >"$R/dmesg.log" 2>&1
+echo "uptime=$(up)" >"$R/runner.done"
+sync
+say "DONE uptime=$(up)"

@@ -1,0 +1,526 @@
+#!/bin/sh
+# scenarios.sh NAME — run one guest scenario; exit status 0 means PASS.
+#
+# Run by runner.sh inside the guest (under a timeout, output captured to
+# NAME.log in the results share). Facts for the host-side assertions are
+# appended to NAME.facts as key=value lines.
+#
+# Scenarios:
+#   rxe                rxe0 is PORT_ACTIVE and an RC pingpong works on the guest
+#   rdma-container     swift runtime + swift.io/rdma=true: device nodes, memlock
+#                      unlimited, RC pingpong between two containers
+#   no-rdma-container  swift runtime without the annotation: no RDMA at all
+#   rdma-limit         node config hca_object=N: rdma.max says so and verbs
+#                      object N+1 fails in the container
+#   cleanup            task/container delete leaves no task, container, mount,
+#                      shim or container process behind
+#   zygote             two containers whose swift-init zygotes pre-connect QP
+#                      pools: forked functions exchange checksummed messages,
+#                      100 sequential and 8 concurrent forks, new-destination
+#                      path, peer down at start, wrong tenant refused, crash
+#                      isolation, signals and exit status
+#   fork-bench         fork start timings (plain fork, fork with a QP, first
+#                      SEND, new destination, warm start), 30 runs each
+#   broken             fails on purpose (SWIFT_VM_BROKEN=1; "hang" sleeps)
+set -u
+R=/run/swiftvm-results
+. "$R/env"
+W=${SWIFTVM_WORK:-/run/swiftvm}
+name=${1:?usage: scenarios.sh NAME}
+export PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+RUNTIME=io.containerd.swift.v2
+NS=swiftvm
+CPATH=PATH=/usr/sbin:/usr/bin:/sbin:/bin
+CD_ROOT=/var/lib/swiftvm/containerd
+CD_STATE=/run/swiftvm/containerd
+
+log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+fact() { echo "$1=$2" >>"$R/$name.facts"; }
+ctr_() { ctr --address "$W/containerd.sock" -n "$NS" "$@"; }
+
+need_rxe() {
+	[ "$(cat "$R/setup.status" 2>/dev/null)" = PASS ] ||
+		fail "rxe0 setup failed in the guest (see setup.log)"
+}
+need_containerd() {
+	[ "$(cat "$R/containerd.status" 2>/dev/null)" = PASS ] ||
+		fail "containerd did not start in the guest (see containerd-start.log, containerd.log)"
+	[ -x "$SWIFTVM_BIN_DIR/containerd-shim-swift-v2" ] ||
+		fail "$SWIFTVM_BIN_DIR/containerd-shim-swift-v2 missing: run 'make build'"
+}
+
+# rootfs ID: a private copy of the container rootfs template for container ID.
+rootfs() {
+	rm -rf "$W/rootfs-$1"
+	cp -a "$W/rootfs" "$W/rootfs-$1" || fail "cannot copy rootfs for $1"
+	echo "$W/rootfs-$1"
+}
+
+# crun ID yes|no CMD...: ctr run --rm a container under the swift runtime,
+# with swift.io/rdma=true when the second argument is yes.
+crun() {
+	id=$1
+	rdma=$2
+	shift 2
+	rf=$(rootfs "$id")
+	if [ "$rdma" = yes ]; then
+		set -- --annotation swift.io/rdma=true --rootfs "$rf" "$id" "$@"
+	else
+		set -- --rootfs "$rf" "$id" "$@"
+	fi
+	log "ctr run --rm --net-host --runtime $RUNTIME $*"
+	ctr_ run --rm --net-host --env "$CPATH" --runtime "$RUNTIME" "$@"
+}
+
+# swift_config [TOML-LINES-FOR-[rdma]]: rewrite the node config read by shims.
+swift_config() {
+	{
+		cat "$W/swift.default.toml"
+		for l in "$@"; do echo "$l"; done
+	} >"$W/swift.toml.new" && mv "$W/swift.toml.new" "$W/swift.toml"
+	log "swift config now:"
+	sed 's/^/    /' "$W/swift.toml"
+}
+
+# The shell fragment run inside RDMA containers before their real work.
+CHECK_RDMA='ls -l /dev/infiniband || { echo "FAIL: no /dev/infiniband"; exit 10; }
+for d in uverbs0 rdma_cm; do [ -c /dev/infiniband/$d ] || { echo "FAIL: /dev/infiniband/$d missing"; exit 11; }; done
+m=$(ulimit -l); echo "memlock=$m"; [ "$m" = unlimited ] || { echo "FAIL: ulimit -l is $m, want unlimited"; exit 12; }'
+
+# shim_pids: pids of running containerd-shim processes. The bracket keeps
+# grep from matching its own command line.
+shim_pids() {
+	grep -l 'containerd-shi[m]' /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3
+}
+
+# ---------------------------------------------------------------------------
+scenario_rxe() {
+	need_rxe
+	out=$(ibv_devinfo -d rxe0 2>&1)
+	echo "$out"
+	echo "$out" | grep -q 'hca_id:[[:space:]]*rxe0' || fail "ibv_devinfo does not list rxe0"
+	echo "$out" | grep -q 'state:[[:space:]]*PORT_ACTIVE' || fail "rxe0 port is not PORT_ACTIVE"
+	fact port_state PORT_ACTIVE
+
+	log "RC pingpong on the guest (server + client, -g 1)"
+	ibv_rc_pingpong -g 1 -n 200 >"$W/rxe-server.log" 2>&1 &
+	spid=$!
+	sleep 1
+	ok=no
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		if ibv_rc_pingpong -g 1 -n 200 127.0.0.1 >"$W/rxe-client.log" 2>&1; then
+			ok=yes
+			break
+		fi
+		grep -q "Couldn't connect" "$W/rxe-client.log" || break
+		sleep 1
+	done
+	wait $spid
+	src=$?
+	echo "--- server (exit $src)"
+	cat "$W/rxe-server.log"
+	echo "--- client ($ok)"
+	cat "$W/rxe-client.log"
+	[ $ok = yes ] || fail "ibv_rc_pingpong client failed"
+	[ $src -eq 0 ] || fail "ibv_rc_pingpong server exited $src"
+	grep -q 'bytes in' "$W/rxe-client.log" || fail "client printed no throughput line"
+	fact pingpong "$(grep 'bytes in' "$W/rxe-client.log" | head -n1)"
+	log "PASS"
+}
+
+scenario_rdma_container() {
+	need_rxe
+	need_containerd
+	log "server container"
+	crun rdma-server yes /bin/sh -c "$CHECK_RDMA
+exec ibv_rc_pingpong -g 1 -n 100" >"$W/rc-server.log" 2>&1 &
+	spid=$!
+	log "client container (retries until the server listens)"
+	crun rdma-client yes /bin/sh -c "$CHECK_RDMA
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
+  ibv_rc_pingpong -g 1 -n 100 127.0.0.1 >/tmp/c.log 2>&1 && { cat /tmp/c.log; exit 0; }
+  grep -q \"Couldn't connect\" /tmp/c.log || { cat /tmp/c.log; exit 13; }
+  sleep 1
+done
+cat /tmp/c.log; exit 14" >"$W/rc-client.log" 2>&1
+	crc=$?
+	# The server gives up on its own if no client ever came (it blocks in
+	# accept otherwise); bound the wait.
+	i=0
+	while kill -0 $spid 2>/dev/null && [ $i -lt 60 ]; do
+		sleep 1
+		i=$((i + 1))
+	done
+	if kill -0 $spid 2>/dev/null; then
+		log "server container still running; killing it"
+		ctr_ task kill -s SIGKILL rdma-server
+	fi
+	wait $spid
+	src=$?
+	echo "--- server container (exit $src)"
+	cat "$W/rc-server.log"
+	echo "--- client container (exit $crc)"
+	cat "$W/rc-client.log"
+	fact server_exit $src
+	fact client_exit $crc
+	m=$(sed -n 's/^memlock=//p' "$W/rc-client.log" | head -n1)
+	fact memlock "$m"
+	grep -q 'uverbs0' "$W/rc-client.log" && fact uverbs0 present
+	grep -q 'rdma_cm' "$W/rc-client.log" && fact rdma_cm present
+	[ $crc -eq 0 ] || fail "client container exited $crc"
+	[ $src -eq 0 ] || fail "server container exited $src"
+	grep -q 'bytes in' "$W/rc-client.log" || fail "client printed no throughput line"
+	fact pingpong "$(grep 'bytes in' "$W/rc-client.log" | head -n1)"
+	log "PASS"
+}
+
+scenario_no_rdma_container() {
+	need_containerd
+	crun plain no /bin/sh -c '
+if [ -e /dev/infiniband ]; then echo "infiniband=present"; ls -l /dev/infiniband; else echo "infiniband=absent"; fi
+echo "memlock=$(ulimit -l)"
+ibv_devinfo; echo "ibv_devinfo_exit=$?"' >"$W/plain.log" 2>&1
+	rc=$?
+	cat "$W/plain.log"
+	[ $rc -eq 0 ] || fail "container exited $rc"
+	ib=$(sed -n 's/^infiniband=//p' "$W/plain.log")
+	dv=$(sed -n 's/^ibv_devinfo_exit=//p' "$W/plain.log")
+	fact infiniband "$ib"
+	fact ibv_devinfo_exit "$dv"
+	fact memlock "$(sed -n 's/^memlock=//p' "$W/plain.log")"
+	[ "$ib" = absent ] || fail "/dev/infiniband exists in a container without swift.io/rdma=true"
+	[ -n "$dv" ] || fail "ibv_devinfo did not run"
+	[ "$dv" != 0 ] || fail "ibv_devinfo succeeded without the annotation"
+	grep -q 'hca_id:' "$W/plain.log" && fail "ibv_devinfo listed a device"
+	log "PASS"
+}
+
+scenario_rdma_limit() {
+	need_rxe
+	need_containerd
+	n=${SWIFTVM_RDMA_LIMIT:-5}
+	fact limit "$n"
+	swift_config "hca_object = $n"
+	# ctr's default spec mounts no cgroupfs in the container, so rdma.max is
+	# read here from the container's cgroup while the container waits for
+	# /tmp/go (its /tmp is the rootfs directory), then it runs rdmaquota.
+	crun quota yes /bin/sh -c '
+echo "cgroup=$(sed -n "s/^0:://p" /proc/self/cgroup)"
+i=0; while [ ! -e /tmp/go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+rdmaquota -n 200' >"$W/quota.log" 2>&1 &
+	cpid=$!
+	max="" cur=""
+	i=0
+	while kill -0 $cpid 2>/dev/null && [ $i -lt 120 ]; do
+		pid=$(ctr_ task ls 2>/dev/null | awk '$1 == "quota" && $3 == "RUNNING" {print $2}')
+		if [ -n "$pid" ]; then
+			cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+			log "container pid $pid cgroup $cg"
+			max=$(cat "/sys/fs/cgroup$cg/rdma.max" 2>&1 | tr '\n' ';')
+			cur=$(cat "/sys/fs/cgroup$cg/rdma.current" 2>&1 | tr '\n' ';')
+			log "rdma.max: $max"
+			log "rdma.current: $cur"
+			break
+		fi
+		sleep 0.5
+		i=$((i + 1))
+	done
+	touch "$W/rootfs-quota/tmp/go"
+	wait $cpid
+	rc=$?
+	swift_config
+	cat "$W/quota.log"
+	created=$(sed -n 's/^created=\([0-9]*\).*/\1/p' "$W/quota.log")
+	errno=$(sed -n 's/^failed_op=.* errno=\([0-9]*\).*/\1/p' "$W/quota.log")
+	fact rdma_max "$max"
+	fact rdma_current "$cur"
+	fact created "${created:-}"
+	fact errno "${errno:-}"
+	fact error "$(sed -n 's/^failed_op=.* error=//p' "$W/quota.log")"
+	[ $rc -eq 0 ] || fail "rdmaquota exited $rc (2 = no creation ever failed)"
+	echo "$max" | grep -q "hca_object=$n\\b" || fail "rdma.max is '$max', want hca_object=$n"
+	[ "$created" = "$n" ] || fail "created $created verbs objects, want exactly $n"
+	[ "$errno" = 11 ] || fail "object $((n + 1)) failed with errno $errno, want 11 (EAGAIN, rdma cgroup)"
+	log "PASS"
+}
+
+scenario_cleanup() {
+	need_containerd
+	id=cleanup
+	rf=$(rootfs $id)
+	log "ctr run -d (detached) $id"
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" --annotation swift.io/rdma=true \
+		--rootfs "$rf" $id /bin/sleep 600 || fail "ctr run -d failed"
+	ctr_ task ls
+	pid=$(ctr_ task ls | awk -v id=$id '$1 == id {print $2}')
+	status=$(ctr_ task ls | awk -v id=$id '$1 == id {print $3}')
+	[ "$status" = RUNNING ] || fail "task $id is '$status', want RUNNING"
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || fail "task pid '$pid' not alive"
+	shims=$(shim_pids | wc -l)
+	log "task pid $pid, shim processes: $shims"
+	fact shims_while_running "$shims"
+	cgdir=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+	log "task cgroup $cgdir"
+
+	log "ctr task kill / task delete / container delete"
+	ctr_ task kill -s SIGKILL $id || fail "ctr task kill failed"
+	i=0
+	while [ "$(ctr_ task ls | awk -v id=$id '$1 == id {print $3}')" = RUNNING ]; do
+		i=$((i + 1))
+		[ $i -lt 60 ] || fail "task still RUNNING 30s after SIGKILL"
+		sleep 0.5
+	done
+	log "task stopped"
+	ctr_ task delete $id || fail "ctr task delete failed"
+	log "task deleted"
+	ctr_ container delete $id || fail "ctr container delete failed"
+	log "container deleted"
+
+	# The shim exits asynchronously after delete: give it a few seconds.
+	i=0
+	while [ -n "$(shim_pids)" ] && [ $i -lt 30 ]; do
+		sleep 0.5
+		i=$((i + 1))
+	done
+	log "shim processes now: $(shim_pids | wc -l)"
+	bad=0
+	tasks=$(ctr_ task ls -q)
+	ctrs=$(ctr_ container ls -q)
+	[ -z "$tasks" ] || { echo "leftover tasks: $tasks"; bad=1; }
+	[ -z "$ctrs" ] || { echo "leftover containers: $ctrs"; bad=1; }
+	fact tasks "$(echo $tasks)"
+	fact containers "$(echo $ctrs)"
+	mounts=$(grep -E " ($CD_STATE|$CD_ROOT|$W/rootfs-)" /proc/mounts)
+	[ -z "$mounts" ] || { echo "leftover mounts:"; echo "$mounts"; bad=1; }
+	fact mounts "$(echo "$mounts" | grep -c .)"
+	shim_procs=$(shim_pids)
+	if [ -n "$shim_procs" ]; then
+		echo "leftover shim processes:"
+		for p in $shim_procs; do echo "  $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; done
+		bad=1
+	fi
+	fact shim_processes "$(echo $shim_procs | wc -w)"
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "container process $pid still alive"
+		bad=1
+		fact container_process alive
+	else
+		fact container_process gone
+	fi
+	left=""
+	for p in $(find /sys/fs/cgroup/$NS -name cgroup.procs 2>/dev/null); do
+		[ -s "$p" ] && left="$left $(dirname "$p"):$(tr '\n' ' ' <"$p")"
+	done
+	[ -z "$left" ] || { echo "processes left in container cgroups:$left"; bad=1; }
+	fact cgroup_procs "$(echo $left | wc -w)"
+	if [ -n "$cgdir" ] && [ -d "/sys/fs/cgroup$cgdir" ]; then
+		echo "note: cgroup /sys/fs/cgroup$cgdir still exists (empty)"
+	fi
+	[ $bad -eq 0 ] || fail "leftovers after delete (see above)"
+	log "PASS"
+}
+
+# zrun ID NAME PORT TENANT PEERS [POOL]: a detached container whose init is
+# the swift-init zygote, logging to $W/ID.out.
+zrun() {
+	rf=$(rootfs "$1")
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" --log-uri "file://$W/$1.out" \
+		--annotation swift.io/rdma=true --annotation swift.io/zygote=true \
+		--annotation swift.io/name="$2" --annotation swift.io/listen="$3" \
+		--annotation swift.io/tenant="$4" --annotation swift.io/peers="$5" \
+		--annotation swift.io/pool="${6:-4}" \
+		--rootfs "$rf" "$1" /bin/sleep 3600 || fail "ctr run $1 failed"
+}
+
+# zexec ID ARGS...: run a command in container ID (a fresh exec id each
+# time, also from subshells and background jobs).
+zexec() {
+	id=$1
+	shift
+	ctr_ task exec --exec-id "x$(cat /proc/sys/kernel/random/uuid | cut -c1-13)" "$id" "$@"
+}
+
+# zwait ID PEER STATE: wait until ID's zygote reports PEER in STATE.
+zwait() {
+	i=0
+	while [ $i -lt 40 ]; do
+		st=$(zexec "$1" /.swift/bin/swift-run --status 2>&1)
+		echo "$st" | grep -q "^peer $2 .* $3 " && return 0
+		# an exec that cannot even start will not get better
+		echo "$st" | grep -q "exec failed" && break
+		sleep 1
+		i=$((i + 1))
+	done
+	echo "$st"
+	zdiag "$1"
+	return 1
+}
+
+# zdiag ID: what the zygote container looks like, for a failure's log.
+zdiag() {
+	echo "--- diagnostics of $1"
+	ctr_ task ls
+	zexec "$1" /bin/ls -la /.swift /.swift/bin
+	zexec "$1" /bin/cat /proc/1/cmdline | tr '\0' ' '
+	echo
+	zexec "$1" /bin/sh -c 'grep -E "swift|/run" /proc/self/mountinfo'
+	echo "--- $1.out"
+	cat "$W/$1.out"
+}
+
+zstop() {
+	for id in "$@"; do
+		ctr_ task kill -s SIGKILL "$id" >/dev/null 2>&1
+	done
+	for id in "$@"; do
+		i=0
+		while ctr_ task ls | grep -q "^$id .*RUNNING" && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+		ctr_ task delete "$id" >/dev/null 2>&1
+		ctr_ container delete "$id" >/dev/null 2>&1
+	done
+}
+
+median() { sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print ""}'; }
+
+scenario_zygote() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	log "containers a and b, zygotes pre-connected (pool 4), tenant t1; e is tenant t2"
+	zrun a a 18515 t1 "b=$P:18516,e=$P:18517"
+	zrun b b 18516 t1 "a=$P:18515"
+	zrun e e 18517 t2 "a=$P:18515"
+	zwait a b connected || fail "a never connected to b"
+	st=$(zexec a /.swift/bin/swift-run --status)
+	echo "$st"
+	fact pool_b_free "$(echo "$st" | sed -n 's/^peer b .* free \([0-9]*\) .*/\1/p')"
+
+	log "wrong tenant: a (t1) and e (t2) refuse each other"
+	zwait a e refused || echo "a did not report e refused"
+	grep "refused peer" "$W/a.out" "$W/e.out"
+	grep -q "refused peer e" "$W/a.out" && fact refused_logged_a yes
+	grep -q "refused peer a .*claims tenant t1.*tenant t2" "$W/e.out" && fact refused_logged_e yes
+	if zexec e /.swift/bin/swift-run --status | grep -q "^qp "; then fact e_has_qps yes; else fact e_has_qps no; fi
+
+	log "b serves an echo on every QP it holds to a"
+	zexec b /.swift/bin/swift-run --peer a --all -- echo 25000 >"$W/echo.log" 2>&1 &
+	epid=$!
+	sleep 2
+
+	log "1000 checksummed messages from a forked function in a to b"
+	out=$(zexec a /.swift/bin/swift-run --peer b --time -- pingpong 1000 256 2>&1)
+	echo "$out"
+	fact pingpong "$(echo "$out" | grep '^pingpong:')"
+	fact pingpong_verified "$(echo "$out" | sed -n 's/^pingpong: sent [0-9]*, verified \([0-9]*\),.*/\1/p')"
+
+	log "100 forks in a row, each holding a QP to b"
+	out=$(zexec a /bin/sh -c 'n=0; for i in $(seq 100); do /.swift/bin/swift-run --peer b -- qpinfo >>/tmp/seq.txt || exit 1; n=$((n+1)); done; echo forks=$n; grep -c "^qp row=" /tmp/seq.txt')
+	echo "$out"
+	fact seq_forks "$(echo "$out" | sed -n 's/^forks=//p')"
+	fact seq_qps "$(echo "$out" | tail -n1)"
+	st=$(zexec a /.swift/bin/swift-run --status)
+	fact after_seq "$(echo "$st" | sed -n 's/^peer b .* \(free [0-9]* assigned [0-9]*\)/\1/p')"
+
+	log "8 concurrent forks: 4 pooled QPs, 4 connected on demand"
+	out=$(zexec a /bin/sh -c 'for i in 1 2 3 4 5 6 7 8; do /.swift/bin/swift-run --peer b --time -- qpinfo 3000 >/tmp/c$i.txt 2>/tmp/t$i.txt & done; wait; cat /tmp/c*.txt; cat /tmp/t*.txt')
+	echo "$out"
+	fact conc_children "$(echo "$out" | grep -c '^pid=')"
+	fact conc_distinct "$(echo "$out" | sed -n 's/^qp row=\([0-9]*\) .*/\1/p' | sort -u | wc -l)"
+	fact conc_newdest "$(echo "$out" | sed -n 's/.* newdest \([0-9]*\) .*/\1/p' | awk '{s+=$1} END {print s+0}')"
+	st=$(zexec a /.swift/bin/swift-run --status)
+	echo "$st"
+	fact after_conc "$(echo "$st" | sed -n 's/^peer b .* \(free [0-9]* assigned [0-9]*\)/\1/p')"
+
+	log "a crashing function does not take down the zygote or a sibling"
+	zexec a /.swift/bin/swift-run --peer b -- qpinfo 2000 >"$W/sib.log" 2>&1 &
+	sib=$!
+	sleep 0.5
+	zexec a /.swift/bin/swift-run --no-qp -- crash
+	fact crash_exit $?
+	wait $sib
+	fact sibling_exit $?
+	zexec a /.swift/bin/swift-run --peer b -- noop
+	fact after_crash_exit $?
+
+	log "peer down at start: c runs with d absent, connects when d comes"
+	zrun c c 18518 t1 "d=$P:18519" 2
+	sleep 2
+	if zexec c /.swift/bin/swift-run --status | grep "^peer d" | grep -q waiting; then fact c_waiting yes; fi
+	zrun d d 18519 t1 "c=$P:18518" 2
+	if zwait c d connected; then fact c_connected yes; else fact c_connected no; fi
+	out=$(zexec c /.swift/bin/swift-run --peer d -- firstsend 2>&1)
+	echo "$out"
+	if echo "$out" | grep -q "^firstsend: completed"; then fact c_send ok; fi
+
+	wait $epid
+	cat "$W/echo.log"
+	fact echo "$(grep '^echo: [0-9]* messages' "$W/echo.log")"
+
+	log "signals reach the entrypoint; its exit status is the container's"
+	rf=$(rootfs sig)
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" \
+		--annotation swift.io/rdma=true --annotation swift.io/zygote=true \
+		--rootfs "$rf" sig /bin/sh -c 'trap "exit 42" TERM; while :; do sleep 0.2; done' || fail "ctr run sig"
+	sleep 2
+	ctr_ task kill -s SIGTERM sig
+	i=0
+	while ! ctr_ task ls | grep -q "^sig .*STOPPED" && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+	fact sig_exit "$(ctr_ task delete sig 2>&1 | sed -n 's/.*exit code \([0-9]*\).*/\1/p')"
+	ctr_ container delete sig
+	echo "--- a.out"; cat "$W/a.out"
+	echo "--- b.out"; cat "$W/b.out"
+	echo "--- e.out"; cat "$W/e.out"
+	zstop a b c d e
+	log "done"
+}
+
+scenario_fork_bench() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	n=${SWIFTVM_BENCH_RUNS:-30}
+	zrun fa fa 18525 t1 "fb=$P:18526"
+	zrun fb fb 18526 t1 "fa=$P:18525"
+	zwait fa fb connected || fail "fa never connected to fb"
+	fact runs "$n"
+	# total_us of each swift-run, as the function's caller sees it
+	cat >"$W/rootfs-fa/tmp/bench.sh" <<EOF
+for i in \$(seq $n); do /.swift/bin/swift-run --no-qp --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/plain \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/swift \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- firstsend 2>&1 | sed -n 's/.*total_us \([0-9]*\)/first \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --new --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/newdest \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-warm --peer fb | sed -n 's/^warm_us \([0-9]*\)/warm \1/p'; done
+EOF
+	out=$(zexec fa /bin/sh /tmp/bench.sh)
+	echo "$out"
+	for k in plain swift first newdest warm; do
+		fact "${k}_n" "$(echo "$out" | grep -c "^$k ")"
+		fact "${k}_us" "$(echo "$out" | sed -n "s/^$k //p" | median)"
+	done
+	echo "--- fa.out"; cat "$W/fa.out"
+	zstop fa fb
+}
+
+scenario_broken() {
+	echo "this scenario fails on purpose (SWIFT_VM_BROKEN=${SWIFTVM_BROKEN:-})"
+	if [ "${SWIFTVM_BROKEN:-}" = hang ]; then
+		echo "hanging until the scenario timeout kills us"
+		sleep 100000
+	fi
+	exit 3
+}
+
+case "$name" in
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | fork-bench | broken)
+	log "scenario $name"
+	"scenario_$(echo "$name" | tr - _)"
+	;;
+*)
+	fail "unknown scenario '$name'"
+	;;
+esac

@@ -1,0 +1,268 @@
+# verbs.sh — the verbs cache scenarios, sourced by scenarios.sh (which
+# provides log, fail, fact, ctr_, rootfs, zstop, median, need_rxe,
+# need_containerd, $W, $R, $name, $RUNTIME, $CPATH).
+#
+#   verbs             swiftctl cache build/check/show; a container with
+#                     swift.io/verbs=cached and one with stock both run the
+#                     full control-plane sequence (swift-profile, per-call
+#                     timings) and an RC pingpong; the cached one has the
+#                     preload, the trimmed libibverbs.d and cached answers
+#   verbs-invalidate  cache built with rxe0; rxe1 added on dummy0: cache
+#                     check says stale and why, new containers run stock and
+#                     see both devices, a container started before sees both
+#                     (the preload restores every provider) and logs why;
+#                     rebuild: valid again; rxe1 removed: no crash, the
+#                     right device list, a clear log line
+#   verbs-bench       stock and cached containers side by side, fresh
+#                     process per run, $SWIFTVM_VERBS_RUNS runs each (default
+#                     20), alternating rounds; raw swift-profile output in
+#                     $R/verbs-bench-{stock,cached}.prof for the host
+
+VERBS_STATE=/var/lib/swift/verbs
+
+# verbs_reset: no cache, no extra device (every verbs scenario starts here).
+verbs_reset() {
+	rm -rf "$VERBS_STATE"
+	rdma link delete rxe1 2>/dev/null
+	ip link del dummy0 2>/dev/null
+	true
+}
+
+# vcache ARGS...: swiftctl cache ... against the guest's node config.
+vcache() {
+	swiftctl cache "$@" --config "$W/swift.toml"
+}
+
+# vbuild RUNS: build the cache; its output goes to the log.
+vbuild() {
+	log "swiftctl cache build --runs $1"
+	vcache build --runs "$1" --quiet || return 1
+	vcache check
+}
+
+# vrootfs ID: a rootfs copy for ID with swift-profile in it.
+vrootfs() {
+	rf=$(rootfs "$1")
+	cp "$SWIFTVM_BIN_DIR/swift-profile" "$rf/usr/bin/swift-profile" || fail "no swift-profile in $SWIFTVM_BIN_DIR (make build)"
+	echo "$rf"
+}
+
+# vargs MODE: the annotations for a verbs mode ("" = no swift.io/verbs).
+vargs() {
+	echo "--annotation swift.io/rdma=true"
+	[ -n "$1" ] && echo "--annotation swift.io/verbs=$1"
+}
+
+# vrun ID MODE CMD...: ctr run --rm with swift.io/rdma=true and the mode.
+vrun() {
+	id=$1
+	mode=$2
+	shift 2
+	rf=$(vrootfs "$id")
+	log "ctr run --rm $id (verbs mode '${mode:-default}')"
+	# shellcheck disable=SC2046
+	ctr_ run --rm --net-host --env "$CPATH" --runtime "$RUNTIME" $(vargs "$mode") --rootfs "$rf" "$id" "$@"
+}
+
+# vstart ID MODE: a detached container (sleep) to exec into.
+vstart() {
+	rf=$(vrootfs "$1")
+	log "ctr run -d $1 (verbs mode '${2:-default}')"
+	# shellcheck disable=SC2046
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" $(vargs "$2") --rootfs "$rf" "$1" /bin/sleep 3600 ||
+		fail "ctr run -d $1 failed"
+}
+
+VN=0
+vexec() {
+	id=$1
+	shift
+	VN=$((VN + 1))
+	ctr_ task exec --exec-id "v$VN-$$" "$id" "$@"
+}
+
+# What a verbs container reports about itself, then the sequence and an RC
+# pingpong (server and client in the container, over rxe0).
+VERBS_PROBE='echo "ld_preload=$LD_PRELOAD"
+echo "verbs_cache_env=$SWIFT_VERBS_CACHE"
+echo "driver_files=$(ls /etc/libibverbs.d | tr "\n" " ")"
+echo "devices=$(ibv_devices | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"
+swift-profile --runs 3 --device rxe0 --pingpong 100 || echo "profile_failed=$?"
+ibv_rc_pingpong -d rxe0 -g 1 -n 100 -p $PP_PORT >/tmp/s.log 2>&1 &
+s=$!
+sleep 1
+ok=no
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  if ibv_rc_pingpong -d rxe0 -g 1 -n 100 -p $PP_PORT 127.0.0.1 >/tmp/c.log 2>&1; then ok=yes; break; fi
+  grep -q "Couldn.t connect" /tmp/c.log || break
+  sleep 1
+done
+wait $s
+echo "rc_server_exit=$?"
+echo "rc_client=$ok"
+cat /tmp/c.log'
+
+# vfacts PREFIX FILE: facts from a container's VERBS_PROBE output.
+vfacts() {
+	p=$1
+	f=$2
+	fact "${p}_ld_preload" "$(sed -n 's/^ld_preload=//p' "$f" | head -n1)"
+	fact "${p}_cache_env" "$(sed -n 's/^verbs_cache_env=//p' "$f" | head -n1)"
+	fact "${p}_driver_files" "$(sed -n 's/^driver_files=//p' "$f" | head -n1 | sed 's/ *$//')"
+	fact "${p}_devices" "$(sed -n 's/^devices=//p' "$f" | head -n1 | sed 's/ *$//')"
+	fact "${p}_runs_ok" "$(grep -c '^run=[0-9]* exit=0 ' "$f")"
+	fact "${p}_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+	fact "${p}_served_min" "$(sed -n 's/^run=.* served=\([0-9]*\) .*/\1/p' "$f" | sort -n | head -n1)"
+	fact "${p}_profile_pingpong" "$(sed -n 's/^run=.* pingpong=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+	fact "${p}_critical_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n 's/^critical_us=//p' | median)"
+	for c in ibv_get_device_list ibv_open_device ibv_query_device ibv_query_port ibv_create_qp ibv_modify_qp_rtr; do
+		fact "${p}_${c}_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n "s/^${c}_us=//p" | median)"
+	done
+	fact "${p}_rc_client" "$(sed -n 's/^rc_client=//p' "$f")"
+	fact "${p}_rc_server_exit" "$(sed -n 's/^rc_server_exit=//p' "$f")"
+	fact "${p}_rc_pingpong" "$(grep 'bytes in' "$f" | head -n1)"
+}
+
+scenario_verbs() {
+	need_rxe
+	need_containerd
+	verbs_reset
+	vbuild 3 || fail "cache build or check failed"
+	fact check "$(vcache check | cut -d: -f1)"
+	vcache show
+	vcache show --json >"$W/verbs-manifest.json"
+	fact driver_files "$(sed -n '/"driver_files"/,/]/p' "$W/verbs-manifest.json" | grep -o '"[a-z0-9_]*\.driver"' | tr -d '"' | tr '\n' ' ' | sed 's/ *$//')"
+	fact speedup_build "$(sed -n 's/.*"speedup": \([0-9.]*\).*/\1/p' "$W/verbs-manifest.json")"
+
+	PP_PORT=18610 vrun vcached cached /bin/sh -c "PP_PORT=18610; $VERBS_PROBE" >"$W/vcached.log" 2>&1
+	fact cached_exit $?
+	PP_PORT=18611 vrun vstock stock /bin/sh -c "PP_PORT=18611; $VERBS_PROBE" >"$W/vstock.log" 2>&1
+	fact stock_exit $?
+	echo "--- cached container"
+	cat "$W/vcached.log"
+	echo "--- stock container"
+	cat "$W/vstock.log"
+	vfacts cached "$W/vcached.log"
+	vfacts stock "$W/vstock.log"
+	grep -q 'swift: .*verbs' "$R/containerd.log" && grep 'swift: .*verbs' "$R/containerd.log" | tail -n 3
+	verbs_reset
+	log "done"
+}
+
+scenario_verbs_invalidate() {
+	need_rxe
+	need_containerd
+	verbs_reset
+	vbuild 2 || fail "cache build or check failed"
+	fact check_initial "$(vcache check | cut -d: -f1)"
+	vstart vold cached
+	vexec vold /bin/sh -c 'echo "ld_preload=$LD_PRELOAD"'
+
+	log "add rxe1 on dummy0"
+	ip link add dummy0 type dummy || fail "ip link add dummy0"
+	ip link set dummy0 up
+	ip addr add 10.0.3.15/24 dev dummy0
+	rdma link add rxe1 type rxe netdev dummy0 || fail "rdma link add rxe1"
+	i=0
+	until grep -qx rxe1 /sys/class/infiniband_verbs/uverbs*/ibdev 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "rxe1 has no uverbs device after 10s"
+		sleep 0.2
+	done
+	rdma link show
+	ibv_devices
+	fact host_devices "$(ibv_devices | awk 'NR > 2 {print $1}' | sort | tr '\n' ' ' | sed 's/ *$//')"
+	out=$(vcache check 2>&1)
+	fact check_after_add_exit $?
+	echo "$out"
+	fact check_after_add "$(echo "$out" | head -n1)"
+
+	log "new containers: the cache is stale, so they run stock and see both devices"
+	vrun vnew "" /bin/sh -c 'echo "ld_preload=$LD_PRELOAD"; echo "devices=$(ibv_devices | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"' >"$W/vnew.log" 2>&1
+	cat "$W/vnew.log"
+	fact new_ld_preload "$(sed -n 's/^ld_preload=//p' "$W/vnew.log")"
+	fact new_devices "$(sed -n 's/^devices=//p' "$W/vnew.log" | sed 's/ *$//')"
+	vrun vnew2 cached /bin/sh -c 'echo "ld_preload=$LD_PRELOAD"; echo "devices=$(ibv_devices | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"' >"$W/vnew2.log" 2>&1
+	cat "$W/vnew2.log"
+	fact new_cached_ld_preload "$(sed -n 's/^ld_preload=//p' "$W/vnew2.log")"
+	fact new_cached_devices "$(sed -n 's/^devices=//p' "$W/vnew2.log" | sed 's/ *$//')"
+	sleep 1
+	grep 'verbs cache is stale' "$R/containerd.log" | tail -n 2
+	fact shim_warned "$(grep -c 'verbs cache is stale (device rxe1 (uverbs1) added)' "$R/containerd.log")"
+
+	log "a container started before the change: the preload notices"
+	vexec vold /bin/sh -c 'echo "devices=$(ibv_devices 2>/dev/null | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vold.log" 2>&1
+	fact old_exec_exit $?
+	cat "$W/vold.log"
+	fact old_devices "$(sed -n 's/^devices=//p' "$W/vold.log" | sed 's/ *$//')"
+	fact old_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vold.log" | head -n1)"
+	fact old_profile_exit "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/vold.log" | head -n1)"
+	fact old_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is not in the cache)' "$W/vold.log")"
+
+	log "rebuild: valid again, and cached containers see both devices"
+	vbuild 2 || fail "rebuild failed"
+	fact check_rebuilt "$(vcache check | cut -d: -f1)"
+	vrun vre cached /bin/sh -c 'echo "ld_preload=$LD_PRELOAD"; echo "devices=$(ibv_devices | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vre.log" 2>&1
+	cat "$W/vre.log"
+	fact rebuilt_devices "$(sed -n 's/^devices=//p' "$W/vre.log" | sed 's/ *$//')"
+	fact rebuilt_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vre.log" | head -n1)"
+
+	log "remove rxe1, which the cache knows"
+	vstart vkeep cached
+	rdma link delete rxe1 || fail "rdma link delete rxe1"
+	sleep 1
+	out=$(vcache check 2>&1)
+	fact check_after_remove_exit $?
+	echo "$out"
+	fact check_after_remove "$(echo "$out" | head -n1)"
+	vexec vkeep /bin/sh -c 'echo "devices=$(ibv_devices 2>/dev/null | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vkeep.log" 2>&1
+	fact removed_exec_exit $?
+	cat "$W/vkeep.log"
+	fact removed_devices "$(sed -n 's/^devices=//p' "$W/vkeep.log" | sed 's/ *$//')"
+	fact removed_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vkeep.log" | head -n1)"
+	fact removed_profile_exit "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/vkeep.log" | head -n1)"
+	fact removed_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is gone)' "$W/vkeep.log")"
+
+	zstop vold vkeep
+	verbs_reset
+	log "done"
+}
+
+scenario_verbs_bench() {
+	need_rxe
+	need_containerd
+	n=${SWIFTVM_VERBS_RUNS:-20}
+	rounds=4
+	per=$(((n + rounds - 1) / rounds))
+	verbs_reset
+	vbuild 3 || fail "cache build or check failed"
+	vcache show
+	vstart vbstock stock
+	vstart vbcached cached
+	: >"$R/verbs-bench-stock.prof"
+	: >"$R/verbs-bench-cached.prof"
+	# Alternate rounds so that drift (page cache, TCG translation cache)
+	# hits both paths alike; one warm-up exec each first.
+	vexec vbstock swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
+	vexec vbcached swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
+	r=0
+	while [ $r -lt $rounds ]; do
+		log "round $((r + 1))/$rounds: $per runs each"
+		vexec vbstock swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-stock.prof" 2>>"$W/vbstock.err"
+		vexec vbcached swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-cached.prof" 2>>"$W/vbcached.err"
+		r=$((r + 1))
+	done
+	cat "$R/verbs-bench-stock.prof" "$R/verbs-bench-cached.prof"
+	echo "--- stderr"
+	cat "$W/vbstock.err" "$W/vbcached.err"
+	fact runs "$n"
+	for p in stock cached; do
+		f="$R/verbs-bench-$p.prof"
+		fact "${p}_n" "$(grep -c '^run=[0-9]* exit=0 ' "$f")"
+		fact "${p}_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+		fact "${p}_critical_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n 's/^critical_us=//p' | median)"
+	done
+	zstop vbstock vbcached
+	verbs_reset
+	log "done"
+}

@@ -1,0 +1,66 @@
+package vm
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/swift-rdma/swift-containerd/verbs"
+)
+
+// The verbs cache scenarios (guest/verbs.sh); vm_test.go checks them with
+// checkVerbs (verbs_test.go).
+const (
+	ScenarioVerbs           = "verbs"
+	ScenarioVerbsInvalidate = "verbs-invalidate"
+	ScenarioVerbsBench      = "verbs-bench"
+)
+
+// VerbsTargetSpeedup is the target for verbs.speedup.
+const VerbsTargetSpeedup = 5
+
+// VerbsBenchKeys turns the two verbs-bench profiles (stock and cached
+// containers, same boot) into bench.json keys: verbs.stock_ms and
+// verbs.cached_ms (median control-plane critical path), verbs.speedup, and
+// verbs.calls.{stock,cached}.<call>_ms per call (preload_init_ms is the
+// preload's validation, part of the cached critical path).
+func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
+	ms, mc := stock.Medians(), cached.Medians()
+	if ms["critical"] <= 0 || mc["critical"] <= 0 {
+		return nil, fmt.Errorf("no completed runs (stock %d, cached %d)", len(stock.Runs), len(cached.Runs))
+	}
+	kv := map[string]any{
+		"verbs.runs":                         len(stock.Runs) - len(stock.Failed()),
+		"verbs.cached_runs":                  len(cached.Runs) - len(cached.Failed()),
+		"verbs.stock_ms":                     ms["critical"] / 1000,
+		"verbs.cached_ms":                    mc["critical"] / 1000,
+		"verbs.speedup":                      ms["critical"] / mc["critical"],
+		"verbs.process.stock_ms":             ms["process"] / 1000,
+		"verbs.process.cached_ms":            mc["process"] / 1000,
+		"verbs.calls.stock.preload_init_ms":  ms["init"] / 1000,
+		"verbs.calls.cached.preload_init_ms": mc["init"] / 1000,
+	}
+	for _, c := range verbs.Calls {
+		kv["verbs.calls.stock."+c+"_ms"] = ms[c] / 1000
+		kv["verbs.calls.cached."+c+"_ms"] = mc[c] / 1000
+	}
+	return kv, nil
+}
+
+// WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input.
+func WriteVerbsChart(w io.Writer, stock, cached verbs.Profile) error {
+	ms, mc := stock.Medians(), cached.Medians()
+	conv := func(m map[string]float64) map[string]float64 {
+		out := map[string]float64{"critical path": m["critical"] / 1000, "preload init": m["init"] / 1000}
+		for _, c := range verbs.Calls {
+			out[c] = m[c] / 1000
+		}
+		return out
+	}
+	rows := append([]string{"critical path", "preload init"}, verbs.Calls...)
+	title := fmt.Sprintf("libibverbs control plane in a container (rxe, TCG VM), median of %d runs: stock %.1f ms, cached %.1f ms, %.1fx",
+		len(stock.Runs), ms["critical"]/1000, mc["critical"]/1000, ms["critical"]/mc["critical"])
+	return verbs.WriteChartSVG(w, title, "ms", rows, []verbs.ChartSeries{
+		{Name: "stock", Color: "#c0392b", Values: conv(ms)},
+		{Name: "cached (swift.io/verbs=cached)", Color: "#27ae60", Values: conv(mc)},
+	})
+}

@@ -1,0 +1,198 @@
+package vm
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/swift-rdma/swift-containerd/verbs"
+)
+
+// checkVerbs asserts the facts of the verbs cache scenarios; vm_test.go's
+// checkScenario calls it for ScenarioVerbs, ScenarioVerbsInvalidate and
+// ScenarioVerbsBench (after it has checked the scenario's status).
+func checkVerbs(t *testing.T, r *Run, name string) {
+	t.Helper()
+	f := r.Result(name).Facts
+	want := func(key, val string) {
+		t.Helper()
+		if f[key] != val {
+			t.Errorf("%s: %s = %q, want %q", name, key, f[key], val)
+		}
+	}
+	atLeast := func(key string, min float64) {
+		t.Helper()
+		v, err := strconv.ParseFloat(f[key], 64)
+		if err != nil || v < min {
+			t.Errorf("%s: %s = %q, want a number >= %v", name, key, f[key], min)
+		}
+	}
+	switch name {
+	case ScenarioVerbs:
+		want("check", "valid")
+		want("driver_files", "rxe.driver")
+		// cached: the preload, the trimmed provider list, cached answers
+		want("cached_exit", "0")
+		want("cached_ld_preload", "/.swift/verbs/libswiftverbs.so")
+		want("cached_cache_env", "/.swift/verbs")
+		want("cached_driver_files", "rxe.driver")
+		want("cached_cache_state", "valid")
+		atLeast("cached_served_min", 1)
+		// stock: the image as it is
+		want("stock_exit", "0")
+		want("stock_ld_preload", "")
+		want("stock_cache_env", "")
+		want("stock_cache_state", "none")
+		want("stock_served_min", "0")
+		if !strings.Contains(" "+f["stock_driver_files"]+" ", " rxe.driver ") || len(strings.Fields(f["stock_driver_files"])) < 2 {
+			t.Errorf("%s: stock_driver_files = %q, want the image's full libibverbs.d", name, f["stock_driver_files"])
+		}
+		for _, p := range []string{"cached", "stock"} {
+			want(p+"_devices", "rxe0")
+			want(p+"_runs_ok", "3")
+			want(p+"_profile_pingpong", "ok")
+			want(p+"_rc_client", "yes")
+			want(p+"_rc_server_exit", "0")
+			if !strings.Contains(f[p+"_rc_pingpong"], "bytes in") {
+				t.Errorf("%s: %s_rc_pingpong = %q, want ibv_rc_pingpong's throughput line", name, p, f[p+"_rc_pingpong"])
+			}
+			for _, c := range []string{"critical", "ibv_get_device_list", "ibv_open_device", "ibv_query_device", "ibv_query_port", "ibv_create_qp", "ibv_modify_qp_rtr"} {
+				atLeast(p+"_"+c+"_us", 0.1)
+			}
+		}
+		t.Logf("%s: critical path stock %s µs, cached %s µs (3 runs each; verbs-bench measures properly)",
+			name, f["stock_critical_us"], f["cached_critical_us"])
+	case ScenarioVerbsInvalidate:
+		want("check_initial", "valid")
+		want("host_devices", "rxe0 rxe1")
+		// a device added: stale with the reason, new containers run stock and see it
+		want("check_after_add", "stale: device rxe1 (uverbs1) added")
+		want("check_after_add_exit", "1")
+		want("new_ld_preload", "")
+		want("new_devices", "rxe0 rxe1")
+		want("new_cached_ld_preload", "")
+		want("new_cached_devices", "rxe0 rxe1")
+		atLeast("shim_warned", 2)
+		// a container started with the old cache sees the new device too
+		want("old_exec_exit", "0")
+		want("old_devices", "rxe0 rxe1")
+		want("old_cache_state", "stale")
+		want("old_profile_exit", "0")
+		want("old_log", "1")
+		// rebuilt: valid, both devices
+		want("check_rebuilt", "valid")
+		want("rebuilt_devices", "rxe0 rxe1")
+		want("rebuilt_cache_state", "valid")
+		// a device the cache knows removed: no crash, right list, one clear line
+		want("check_after_remove", "stale: device rxe1 (uverbs1) removed")
+		want("check_after_remove_exit", "1")
+		want("removed_exec_exit", "0")
+		want("removed_devices", "rxe0")
+		want("removed_cache_state", "stale")
+		want("removed_profile_exit", "0")
+		want("removed_log", "1")
+	case ScenarioVerbsBench:
+		runs, _ := strconv.Atoi(f["runs"])
+		if runs < 10 {
+			t.Errorf("%s: %d runs, want at least 10", name, runs)
+		}
+		atLeast("stock_n", float64(runs))
+		atLeast("cached_n", float64(runs))
+		want("stock_cache_state", "none")
+		want("cached_cache_state", "valid")
+		stock, err1 := readProfile(filepath.Join(r.Dir, "verbs-bench-stock.prof"))
+		cached, err2 := readProfile(filepath.Join(r.Dir, "verbs-bench-cached.prof"))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: raw profiles: %v, %v", name, err1, err2)
+		}
+		kv, err := VerbsBenchKeys(stock, cached)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sp := kv["verbs.speedup"].(float64)
+		t.Logf("%s: critical path stock %.1f ms, cached %.1f ms, speedup %.2fx (target %dx: met %v); ibv_get_device_list %.1f -> %.1f ms",
+			name, kv["verbs.stock_ms"], kv["verbs.cached_ms"], sp, VerbsTargetSpeedup, sp >= VerbsTargetSpeedup,
+			kv["verbs.calls.stock.ibv_get_device_list_ms"], kv["verbs.calls.cached.ibv_get_device_list_ms"])
+		if sp <= 1 {
+			t.Errorf("%s: the cached path is not faster (speedup %.2f)", name, sp)
+		}
+		if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+			chart := filepath.Join(filepath.Dir(out), "verbs.svg")
+			kv["verbs.chart"] = chart
+			kv["verbs.target_speedup"] = VerbsTargetSpeedup
+			if err := mergeJSON(out, kv); err != nil {
+				t.Errorf("write %s: %v", out, err)
+			}
+			cf, err := os.Create(chart)
+			if err == nil {
+				err = WriteVerbsChart(cf, stock, cached)
+				if cerr := cf.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				t.Errorf("write %s: %v", chart, err)
+			}
+			t.Logf("verbs bench -> %s, chart %s", out, chart)
+		}
+	}
+	if t.Failed() {
+		t.Logf("%s facts: %v", name, f)
+	}
+}
+
+func readProfile(path string) (verbs.Profile, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return verbs.Profile{}, err
+	}
+	defer fh.Close()
+	return verbs.ParseProfile(fh)
+}
+
+// TestVerbsBenchKeys checks the bench keys and chart from canned profiles
+// (no VM needed).
+func TestVerbsBenchKeys(t *testing.T) {
+	line := func(crit, gdl string, cache string) string {
+		s := "run=0 exit=0 process_us=100000.0 cache=" + cache + " served=1 init_us=100.0"
+		for _, c := range verbs.Calls {
+			v := "1000.0"
+			if c == "ibv_get_device_list" {
+				v = gdl
+			}
+			s += " " + c + "_us=" + v
+		}
+		return s + " critical_us=" + crit + " pingpong=ok device=rxe0 ndev=1\n"
+	}
+	stock, _ := verbs.ParseProfile(strings.NewReader(line("300000.0", "289000.0", "none") + line("200000.0", "189000.0", "none") + line("250000.0", "239000.0", "none")))
+	cached, _ := verbs.ParseProfile(strings.NewReader(line("50000.0", "39000.0", "valid") + line("40000.0", "29000.0", "valid") + line("60000.0", "49000.0", "valid")))
+	kv, err := VerbsBenchKeys(stock, cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{
+		"verbs.stock_ms": 250, "verbs.cached_ms": 50, "verbs.speedup": 5,
+		"verbs.calls.stock.ibv_get_device_list_ms": 239, "verbs.calls.cached.ibv_get_device_list_ms": 39,
+		"verbs.calls.cached.preload_init_ms": 0.1, "verbs.calls.stock.ibv_modify_qp_rts_ms": 1,
+	} {
+		if got, ok := kv[k].(float64); !ok || got != want {
+			t.Errorf("%s = %v, want %v", k, kv[k], want)
+		}
+	}
+	for _, c := range verbs.Calls {
+		for _, p := range []string{"stock", "cached"} {
+			if _, ok := kv["verbs.calls."+p+"."+c+"_ms"]; !ok {
+				t.Errorf("no verbs.calls.%s.%s_ms", p, c)
+			}
+		}
+	}
+	if _, err := VerbsBenchKeys(verbs.Profile{}, cached); err == nil {
+		t.Error("VerbsBenchKeys(no stock runs): want error")
+	}
+	var b strings.Builder
+	if err := WriteVerbsChart(&b, stock, cached); err != nil || !strings.Contains(b.String(), "5.0x") {
+		t.Errorf("chart: %v %.200s", err, b.String())
+	}
+}

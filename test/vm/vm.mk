@@ -1,0 +1,22 @@
+# test/vm/vm.mk — the soft-RoCE (rxe) VM test, included by the top-level
+# Makefile. Targets:
+#   vm-deps  fetch the Debian 6.1 kernel and build the guest initramfs
+#            (cached under $(VM_CACHE); the test also does this lazily)
+#   test-vm  build, then boot the guest once and run every VM scenario
+# Variables (environment or make command line):
+#   VM_CACHE         guest cache (default /var/cache/swift-build/vm)
+#   VM_TEST_TIMEOUT  go test -timeout (default 40m)
+#   SWIFT_VM_SCENARIOS, SWIFT_VM_BROKEN, SWIFT_VM_TIMEOUT, SWIFT_VM_KEEP, ...
+#                    see ConfigFromEnv in test/vm/vm.go
+VM_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+VM_CACHE ?= /var/cache/swift-build/vm
+VM_TEST_TIMEOUT ?= 40m
+VM_GO ?= $(if $(GO),$(GO),go)
+
+.PHONY: test-vm vm-deps
+
+vm-deps:
+	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_MK_DIR)/guest/build.sh
+
+test-vm: build
+	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_GO) test -count=1 -v -timeout $(VM_TEST_TIMEOUT) ./test/vm

@@ -1,0 +1,257 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVM boots the soft-RoCE guest once, runs the selected scenarios in it
+// and checks each in its own subtest.
+func TestVM(t *testing.T) {
+	repo, err := FindRepoRoot(".")
+	if err != nil {
+		t.Fatalf("repository root: %v", err)
+	}
+	cfg, err := ConfigFromEnv(repo)
+	if err != nil {
+		t.Fatalf("configuration: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("the VM test needs root (qemu 9p export of /, containerd in the guest); run it as root")
+	}
+	if missing := MissingHostDeps(); len(missing) > 0 {
+		t.Fatalf("missing on this host:\n  %s\n`make deps` installs them", strings.Join(missing, "\n  "))
+	}
+
+	// Container scenarios need containerd and the shim; without them those
+	// scenarios fail here (with what is missing) and are not booted.
+	all := cfg.Scenarios
+	notRun := map[string]string{}
+	var run []string
+	ctrdMissing := MissingContainerdDeps(cfg)
+	for _, s := range cfg.Scenarios {
+		if NeedsContainerd(s) && len(ctrdMissing) > 0 {
+			notRun[s] = "missing:\n  " + strings.Join(ctrdMissing, "\n  ")
+			continue
+		}
+		run = append(run, s)
+	}
+
+	ctx := context.Background()
+	t0 := time.Now()
+	var buildLog strings.Builder
+	guest, err := BuildGuest(ctx, cfg, &buildLog)
+	t.Logf("guest/build.sh: %s", strings.TrimSpace(buildLog.String()))
+	if err != nil {
+		t.Fatalf("building the guest (kernel %s, busybox-static, kmod, cpio; `make deps` / `make vm-deps`): %v",
+			"linux-image-6.1.0-*-amd64", err)
+	}
+	t.Logf("guest ready in %.1fs: kernel %s, initrd %s", time.Since(t0).Seconds(), guest.Kernel, guest.Initrd)
+
+	// The run directory is removed after a passing run and kept (and named
+	// in the log) after a failing one or with SWIFT_VM_KEEP=1.
+	runDir, err := os.MkdirTemp("", "swift-vm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || cfg.Keep {
+			t.Logf("run directory kept: %s (console.log, <scenario>.log, summary.json)", runDir)
+			return
+		}
+		os.RemoveAll(runDir)
+	})
+
+	var r *Run
+	if len(run) > 0 {
+		cfg.Scenarios = run
+		var prepLog strings.Builder
+		err := Prepare(ctx, cfg, runDir, &prepLog)
+		t.Logf("prepare: %s", strings.TrimSpace(prepLog.String()))
+		if err != nil {
+			t.Fatalf("preparing the run: %v", err)
+		}
+		t.Logf("booting qemu (scenarios: %s; VM timeout %s, scenario timeout %s)",
+			strings.Join(run, " "), cfg.Timeout, cfg.ScenarioTimeout)
+		r, err = Boot(ctx, cfg, guest, runDir, func(m Marker) {
+			if !strings.HasPrefix(m.Line, "SWIFTVM-LOG") {
+				t.Logf("[%6.1fs] %s", m.At.Seconds(), m.Line)
+			}
+		})
+		if err != nil {
+			t.Fatalf("booting the guest: %v", err)
+		}
+		sum, err := r.WriteSummary(run)
+		if err != nil {
+			t.Errorf("summary: %v", err)
+		}
+		t.Logf("qemu (%s) ran %.1fs; boot to runner %.1fs; timed out: %v; batch completed: %v",
+			r.Accel, sum.WallSeconds, sum.BootSeconds, sum.TimedOut, sum.Completed)
+		switch {
+		case r.TimedOut:
+			t.Errorf("guest hung: killed after %s; console tail:\n%s", cfg.Timeout, r.ConsoleTail(40))
+		case !r.Completed():
+			t.Errorf("guest stopped before finishing the batch (qemu: %v); console tail:\n%s",
+				r.Err, r.ConsoleTail(40))
+		}
+	}
+
+	for _, s := range all {
+		t.Run(s, func(t *testing.T) {
+			if why, ok := notRun[s]; ok {
+				t.Fatalf("scenario %s not run: %s", s, why)
+			}
+			checkScenario(t, cfg, r, s)
+		})
+	}
+}
+
+// checkScenario asserts one scenario's result and facts.
+func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
+	res := r.Result(name)
+	switch res.Status {
+	case "PASS":
+		t.Logf("%s: PASS in %.1fs", name, res.Seconds)
+	case "MISSING":
+		if res.LogPath != "" {
+			t.Fatalf("%s: no result (the guest never finished it: hung, crashed or timed out); its log so far:\n%s",
+				name, res.LogTail(25))
+		}
+		t.Fatalf("%s: no result (the guest never started it: hung, crashed or timed out); console tail:\n%s",
+			name, r.ConsoleTail(30))
+	default:
+		why := fmt.Sprintf("exit %d", res.ExitCode)
+		if res.TimedOut {
+			why = fmt.Sprintf("timed out after %s in the guest", cfg.ScenarioTimeout)
+		}
+		t.Errorf("%s: %s (%s, %.1fs, result from %s); log tail:\n%s",
+			name, res.Status, why, res.Seconds, res.Source, res.LogTail(25))
+	}
+	f := res.Facts
+	want := func(key, val string) {
+		t.Helper()
+		if f[key] != val {
+			t.Errorf("%s: %s = %q, want %q", name, key, f[key], val)
+		}
+	}
+	switch name {
+	case ScenarioRxe:
+		want("port_state", "PORT_ACTIVE")
+		if f["pingpong"] == "" {
+			t.Errorf("%s: no ibv_rc_pingpong throughput line", name)
+		}
+	case ScenarioRDMAContainer:
+		want("uverbs0", "present")
+		want("rdma_cm", "present")
+		want("memlock", "unlimited")
+		want("server_exit", "0")
+		want("client_exit", "0")
+		if f["pingpong"] == "" {
+			t.Errorf("%s: no ibv_rc_pingpong throughput line from the client container", name)
+		}
+	case ScenarioNoRDMAContainer:
+		want("infiniband", "absent")
+		if f["ibv_devinfo_exit"] == "" || f["ibv_devinfo_exit"] == "0" {
+			t.Errorf("%s: ibv_devinfo exit = %q, want a failure", name, f["ibv_devinfo_exit"])
+		}
+	case ScenarioRDMALimit:
+		n := strconv.Itoa(cfg.RDMALimit)
+		if !regexp.MustCompile(`\bhca_object=` + n + `\b`).MatchString(f["rdma_max"]) {
+			t.Errorf("%s: container rdma.max = %q, want hca_object=%s", name, f["rdma_max"], n)
+		}
+		want("created", n)
+		want("errno", "11") // EAGAIN from the rdma cgroup charge
+	case ScenarioZygote:
+		want("pool_b_free", "4")
+		want("pingpong_verified", "1000")
+		want("seq_forks", "100")
+		want("seq_qps", "100")
+		want("after_seq", "free 4 assigned 0")
+		want("conc_children", "8")
+		want("conc_distinct", "8")
+		want("conc_newdest", "4")
+		want("after_conc", "free 8 assigned 0")
+		want("crash_exit", "139")
+		want("sibling_exit", "0")
+		want("after_crash_exit", "0")
+		want("c_waiting", "yes")
+		want("c_connected", "yes")
+		want("c_send", "ok")
+		want("refused_logged_a", "yes")
+		want("refused_logged_e", "yes")
+		want("e_has_qps", "no")
+		want("sig_exit", "42")
+		if !regexp.MustCompile(`^echo: \d+ messages, \d+ intact, 0 bad$`).MatchString(f["echo"]) {
+			t.Errorf("%s: echo side reports %q, want every message intact", name, f["echo"])
+		}
+	case ScenarioForkBench:
+		runs, _ := strconv.Atoi(f["runs"])
+		if runs < 30 {
+			t.Errorf("%s: %d runs, want at least 30", name, runs)
+		}
+		vals := map[string]float64{}
+		for _, k := range []string{"plain", "swift", "first", "newdest", "warm"} {
+			want(k+"_n", f["runs"])
+			v, err := strconv.ParseFloat(f[k+"_us"], 64)
+			if err != nil || v <= 0 {
+				t.Errorf("%s: %s_us = %q, want a positive median", name, k, f[k+"_us"])
+			}
+			vals[k] = v
+		}
+		if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+			res := map[string]any{
+				"fork.runs":           runs,
+				"fork.plain_us":       vals["plain"],
+				"fork.swift_us":       vals["swift"],
+				"fork.ratio":          vals["swift"] / vals["plain"],
+				"fork.first_send_us":  vals["first"],
+				"fork.newdest_us":     vals["newdest"],
+				"fork.warm_us":        vals["warm"],
+				"fork.warm_over_fork": vals["warm"] / vals["swift"],
+			}
+			if err := mergeJSON(out, res); err != nil {
+				t.Errorf("write %s: %v", out, err)
+			}
+			t.Logf("fork bench: %v -> %s", res, out)
+		}
+	case ScenarioCleanup:
+		want("tasks", "")
+		want("containers", "")
+		want("mounts", "0")
+		want("shim_processes", "0")
+		want("container_process", "gone")
+		want("cgroup_procs", "0")
+	}
+	if t.Failed() {
+		t.Logf("facts %v; full log %s", f, res.LogPath)
+	}
+}
+
+// mergeJSON sets keys in the JSON object stored at path, keeping the others.
+func mergeJSON(path string, kv map[string]any) error {
+	m := map[string]any{}
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("%s is not a JSON object: %w", path, err)
+		}
+	}
+	for k, v := range kv {
+		m[k] = v
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
