@@ -140,9 +140,16 @@ int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int 
 	h.count = (uint32_t)count;
 	if (full_io(fd, &h, sizeof(h), 1) || full_io(fd, &ch, sizeof(ch), 0))
 		goto io;
+	/* our proof goes first, so a server of another tenant can log the
+	 * refusal; our QPs go only to a server that proved the same key */
+	mac(d, 'I', ch.nonce, h.nonce, c->tenant, c->name, auth);
+	if (full_io(fd, auth, sizeof(auth), 1))
+		goto io;
 	mac(d, 'S', h.nonce, ch.nonce, c->tenant, c->name, want);
 	if (!swift_mac_equal(want, ch.mac)) {
 		snprintf(err, errlen, "peer %s failed authentication (not tenant %s)", c->peers[peer].name, c->tenant);
+		swift_log("refused peer %s at %s:%d: it failed authentication for tenant %s", c->peers[peer].name,
+			  c->peers[peer].host, c->peers[peer].port, c->tenant);
 		c->peers[peer].refused = 1;
 		close(fd);
 		return -1;
@@ -156,9 +163,7 @@ int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int 
 		made++;
 		swift_row_local(d, rows[i], &mine[i]);
 	}
-	mac(d, 'I', ch.nonce, h.nonce, c->tenant, c->name, auth);
-	if (full_io(fd, auth, sizeof(auth), 1) || full_io(fd, mine, sizeof(mine[0]) * (size_t)count, 1) ||
-	    full_io(fd, &rep, sizeof(rep), 0))
+	if (full_io(fd, mine, sizeof(mine[0]) * (size_t)count, 1) || full_io(fd, &rep, sizeof(rep), 0))
 		goto io;
 	if (rep.status || rep.count != (uint32_t)count) {
 		snprintf(err, errlen, "peer %s refused: %s", c->peers[peer].name,

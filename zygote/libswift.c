@@ -1,6 +1,7 @@
 /* libswift: the child side of fork start (see swift.h). */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,9 +59,14 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
 	if (len > fn->msg_size)
 		return EMSGSIZE;
 	/* a slot is free again once its earlier send completed */
-	while (q->sends_out >= SWIFT_SEND_SLOTS)
-		if (poll_once(q) < 0)
+	while (q->sends_out >= SWIFT_SEND_SLOTS) {
+		int n = poll_once(q);
+
+		if (n < 0)
 			return EIO;
+		if (n == 0)
+			sched_yield();
+	}
 	sge.addr = (uintptr_t)swift_send_buf(fn, q);
 	sge.length = (uint32_t)len;
 	sge.lkey = q->lkey;
@@ -78,6 +84,8 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
 		fn->relay = 1;
 		if (write(fn->relay_fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
 			return errno ? errno : EIO;
+		/* let the zygote ring it now rather than at our next time slice */
+		sched_yield();
 		rc = 0;
 	}
 	if (rc)
@@ -99,6 +107,8 @@ int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms)
 			return EIO;
 		if (n == 0 && timeout_ms >= 0 && now_ms() > deadline)
 			return ETIMEDOUT;
+		if (n == 0)
+			sched_yield();
 	}
 	return 0;
 }
@@ -134,9 +144,14 @@ int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
 		}
 		if (timeout_ms >= 0 && now_ms() > deadline)
 			return ETIMEDOUT;
-		/* busy-poll briefly, then yield the CPU between polls */
-		if (++spins > 2000)
-			usleep(20);
+		/* busy-poll briefly; then give the CPU to whoever must make
+		 * progress for us (the zygote ringing a doorbell, the peer),
+		 * and after a long wait stop burning it */
+		spins++;
+		if (spins > 20000)
+			usleep(50);
+		else if (spins > 64)
+			sched_yield();
 	}
 }
 

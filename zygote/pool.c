@@ -305,12 +305,13 @@ int swift_row_reclaim(struct swift_dev *d, int row, int timeout_ms)
 			else if (kind == WR_SEND && q->sends_out > 0)
 				q->sends_out--;
 		}
-		if (n == 0 && q->sends_out == 0)
+		if (n > 0)
+			continue; /* drain what is there before judging */
+		if (q->sends_out == 0)
 			break;
 		if (swift_now_us() > deadline)
 			return -1;
-		if (n == 0)
-			usleep(50);
+		usleep(50);
 	}
 	if (broken)
 		return -1;

@@ -7,6 +7,7 @@
 #define SWIFT_REQ_NOQP 1u   /* plain fork, no QP */
 #define SWIFT_REQ_ALL 2u    /* every free QP of the peer */
 #define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
+#define SWIFT_REQ_NEW 8u    /* connect fresh QPs on demand (the new-destination path) */
 #define SWIFT_ARGS_MAX 4096
 
 struct swift_req {

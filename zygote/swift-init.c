@@ -352,27 +352,40 @@ static void handle_request(int cfd)
 		}
 		if (req.flags & SWIFT_REQ_ALL)
 			want = swift_rows(&dev, peer, ROW_FREE) > 0 ? swift_rows(&dev, peer, ROW_FREE) : 1;
-		if (swift_rows(&dev, peer, ROW_FREE) < want) {
+		if ((req.flags & SWIFT_REQ_NEW) || swift_rows(&dev, peer, ROW_FREE) < want) {
 			char err[256];
-			int missing = want - swift_rows(&dev, peer, ROW_FREE);
+			int missing = (req.flags & SWIFT_REQ_NEW) ? want : want - swift_rows(&dev, peer, ROW_FREE);
+			int rows[64];
 
+			if (missing > 64) {
+				reply(cfd, EINVAL, 0, 0, 0, 0, "at most 64 QPs on demand per request");
+				goto drop;
+			}
 			if (!cfg.allow_new_dest) {
 				reply(cfd, EBUSY, 0, 0, 0, 0, "no free QP to %s and connecting on demand is not allowed",
 				      cfg.peers[peer].name);
 				goto drop;
 			}
 			/* new destination: connect on demand, then fork as usual */
-			if (swift_xchg_initiate(&dev, &cfg, peer, missing, 0, NULL, err, sizeof(err)) != missing) {
+			if (swift_xchg_initiate(&dev, &cfg, peer, missing, 0, rows, err, sizeof(err)) != missing) {
 				reply(cfd, ECONNREFUSED, 0, 0, 0, 0, "no free QP to %s and connecting on demand failed: %s",
 				      cfg.peers[peer].name, err);
 				goto drop;
 			}
 			cfg.peers[peer].connected = 1;
 			newdest = missing;
+			/* the fresh QPs first, then pooled ones */
+			for (i = 0; i < missing && c->nrows < want; i++)
+				c->rows[c->nrows++] = rows[i];
 		}
-		for (i = 0; i < SWIFT_MAX_QPS && c->nrows < want; i++)
-			if (dev.sq[i].qp && dev.rows[i].state == ROW_FREE && dev.rows[i].peer == peer)
+		for (i = 0; i < SWIFT_MAX_QPS && c->nrows < want; i++) {
+			int j, taken = 0;
+
+			for (j = 0; j < c->nrows; j++)
+				taken |= c->rows[j] == i;
+			if (!taken && dev.sq[i].qp && dev.rows[i].state == ROW_FREE && dev.rows[i].peer == peer)
 				c->rows[c->nrows++] = i;
+		}
 	}
 	if (c->nrows > 0) {
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {

@@ -28,6 +28,7 @@ const (
 	ScenarioCleanup         = "cleanup"
 	ScenarioZygote          = "zygote"
 	ScenarioForkBench       = "fork-bench"
+	ScenarioDemo            = "demo"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 )
@@ -39,7 +40,7 @@ var AllScenarios = []string{
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.
-var BenchScenarios = []string{ScenarioForkBench}
+var BenchScenarios = []string{ScenarioForkBench, ScenarioDemo}
 
 // NeedsContainerd reports whether a scenario runs containers (and so needs
 // containerd, runc and the Swift shim).

@@ -222,6 +222,15 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 			}
 			t.Logf("fork bench: %v -> %s", res, out)
 		}
+	case ScenarioDemo:
+		want("verified", "1000")
+		if b, err := os.ReadFile(res.LogPath); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if s, ok := strings.CutPrefix(l, "DEMO "); ok {
+					fmt.Println(s)
+				}
+			}
+		}
 	case ScenarioCleanup:
 		want("tasks", "")
 		want("containers", "")
