@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./annotations
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./shim
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./policy
 
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration

@@ -22,6 +22,13 @@ const DefaultPath = "/etc/swift/config.toml"
 // EnvPath names the environment variable that overrides DefaultPath.
 const EnvPath = "SWIFT_CONFIG"
 
+// DefaultPolicyPath is where the tenant policy lives unless policy_path or
+// $SWIFT_POLICY says otherwise.
+const DefaultPolicyPath = "/etc/swift/policy.toml"
+
+// EnvPolicy names the environment variable that overrides policy_path.
+const EnvPolicy = "SWIFT_POLICY"
+
 // DefaultZygoteBinDir is where `make install` puts swift-init and swift-run.
 const DefaultZygoteBinDir = "/usr/local/lib/swift"
 
@@ -34,6 +41,8 @@ type Config struct {
 	LogLevel string `toml:"log_level"`
 	// StateDir holds the node's Swift state (ledger, verbs cache).
 	StateDir string `toml:"state_dir"`
+	// PolicyPath is the tenant policy file (see PolicyFile).
+	PolicyPath string `toml:"policy_path"`
 	// RDMA holds what an opted-in container receives.
 	RDMA RDMA `toml:"rdma"`
 	// Zygote configures the INIT zygote (swift.io/zygote=true).
@@ -67,8 +76,9 @@ type RDMA struct {
 // Default returns the configuration used when no file exists.
 func Default() Config {
 	return Config{
-		LogLevel: "info",
-		StateDir: "/var/lib/swift",
+		LogLevel:   "info",
+		StateDir:   "/var/lib/swift",
+		PolicyPath: DefaultPolicyPath,
 		RDMA: RDMA{
 			Memlock: "unlimited",
 			SysRoot: "/",
@@ -222,6 +232,9 @@ func (c Config) Validate() error {
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("state_dir %q: must be an absolute path: %w", c.StateDir, errdefs.ErrInvalidArgument)
 	}
+	if !filepath.IsAbs(c.PolicyPath) {
+		return fmt.Errorf("policy_path %q: must be an absolute path: %w", c.PolicyPath, errdefs.ErrInvalidArgument)
+	}
 	for k, v := range map[string]int64{"rdma.hca_handle": c.RDMA.HCAHandle, "rdma.hca_object": c.RDMA.HCAObject} {
 		if v < 0 || v > math.MaxUint32 {
 			return fmt.Errorf("%s %d: want 0 (no limit) to %d: %w", k, v, uint32(math.MaxUint32), errdefs.ErrInvalidArgument)
@@ -244,6 +257,16 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// PolicyFile is the tenant policy to enforce: $SWIFT_POLICY when set in
+// the environment (containerd passes its environment to the shim), else
+// policy_path.
+func (c Config) PolicyFile() string {
+	if p := os.Getenv(EnvPolicy); p != "" {
+		return p
+	}
+	return c.PolicyPath
 }
 
 // MemlockBytes is RDMA.Memlock as a byte count (MemlockUnlimited for "unlimited").

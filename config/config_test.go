@@ -14,10 +14,11 @@ import (
 
 func TestDefault(t *testing.T) {
 	want := Config{
-		LogLevel: "info",
-		StateDir: "/var/lib/swift",
-		RDMA:     RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
-		Zygote:   Zygote{BinDir: DefaultZygoteBinDir},
+		LogLevel:   "info",
+		StateDir:   "/var/lib/swift",
+		PolicyPath: "/etc/swift/policy.toml",
+		RDMA:       RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
+		Zygote:     Zygote{BinDir: DefaultZygoteBinDir},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -38,6 +39,22 @@ func TestPathFromEnv(t *testing.T) {
 	t.Setenv(EnvPath, "/run/swift/other.toml")
 	if got := PathFromEnv(); got != "/run/swift/other.toml" {
 		t.Errorf("PathFromEnv() = %q, want /run/swift/other.toml", got)
+	}
+}
+
+func TestPolicyFile(t *testing.T) {
+	c := Default()
+	t.Setenv(EnvPolicy, "")
+	if got := c.PolicyFile(); got != DefaultPolicyPath {
+		t.Errorf("PolicyFile() = %q, want %q", got, DefaultPolicyPath)
+	}
+	c.PolicyPath = "/srv/p.toml"
+	if got := c.PolicyFile(); got != "/srv/p.toml" {
+		t.Errorf("PolicyFile() = %q, want policy_path", got)
+	}
+	t.Setenv(EnvPolicy, "/run/p.toml")
+	if got := c.PolicyFile(); got != "/run/p.toml" {
+		t.Errorf("PolicyFile() with $%s = %q", EnvPolicy, got)
 	}
 }
 
@@ -65,6 +82,7 @@ func TestLoadUnreadable(t *testing.T) {
 const fullConfig = `# node config
 log_level = "debug"
 state_dir = "/srv/swift"
+policy_path = "/srv/swift/policy.toml"
 
 [rdma]
 default = true
@@ -92,8 +110,9 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{
-		LogLevel: "debug",
-		StateDir: "/srv/swift",
+		LogLevel:   "debug",
+		StateDir:   "/srv/swift",
+		PolicyPath: "/srv/swift/policy.toml",
 		RDMA: RDMA{
 			Default: true, Memlock: "1GiB", HCAHandle: 16, HCAObject: 4096,
 			SysRoot: "/host", DevRoot: "/host/dev",
@@ -124,6 +143,7 @@ func TestParseFields(t *testing.T) {
 		{"comments only", "# nothing\n\n", Default()},
 		{"log_level", `log_level = "trace"`, with(func(c *Config) { c.LogLevel = "trace" })},
 		{"state_dir", `state_dir = "/tmp/s"`, with(func(c *Config) { c.StateDir = "/tmp/s" })},
+		{"policy_path", `policy_path = "/tmp/p.toml"`, with(func(c *Config) { c.PolicyPath = "/tmp/p.toml" })},
 		{"rdma.default", "[rdma]\ndefault = true", with(func(c *Config) { c.RDMA.Default = true })},
 		{"rdma.memlock", "[rdma]\nmemlock = \"64KiB\"", with(func(c *Config) { c.RDMA.Memlock = "64KiB" })},
 		{"rdma.hca_handle", "[rdma]\nhca_handle = 4294967295", with(func(c *Config) { c.RDMA.HCAHandle = math.MaxUint32 })},
@@ -235,6 +255,7 @@ func TestParseInvalidValues(t *testing.T) {
 		{"log_level case", `log_level = "INFO"`, []string{"log_level", `"INFO"`}},
 		{"state_dir relative", `state_dir = "var/lib/swift"`, []string{"state_dir", "var/lib/swift", "absolute"}},
 		{"state_dir empty", `state_dir = ""`, []string{"state_dir", "absolute"}},
+		{"policy_path relative", `policy_path = "policy.toml"`, []string{"policy_path", "policy.toml", "absolute"}},
 		{"memlock garbage", "[rdma]\nmemlock = \"lots\"", []string{"rdma.memlock", `"lots"`}},
 		{"memlock too small", "[rdma]\nmemlock = \"4K\"", []string{"rdma.memlock", `"4K"`, "64KiB"}},
 		{"memlock empty", "[rdma]\nmemlock = \"\"", []string{"rdma.memlock"}},
@@ -276,6 +297,7 @@ func TestValidate(t *testing.T) {
 	bad := []func(*Config){
 		func(c *Config) { c.LogLevel = "loud" },
 		func(c *Config) { c.StateDir = "rel" },
+		func(c *Config) { c.PolicyPath = "" },
 		func(c *Config) { c.RDMA.Memlock = "1" },
 		func(c *Config) { c.RDMA.SysRoot = "" },
 		func(c *Config) { c.RDMA.DevRoot = "dev" },

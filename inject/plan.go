@@ -27,12 +27,34 @@ type Node struct {
 	// would fail deep inside runc; Plan refuses it up front instead.
 	MemlockHard     uint64
 	CanRaiseMemlock bool
-	// Zygote, when set, makes swift-init the container's init (last in the chain).
+	// Zygote, when set, makes swift-init the container's init.
 	Zygote *Zygote
+	// Limits, when set, replaces the node config's per-container limits
+	// (the tenant policy's, merged with the config's by the caller).
+	Limits *Limits
+	// Seccomp, when set, adds the tenant's seccomp denials (last in the chain).
+	Seccomp *Seccomp
+}
+
+// Limits are the per-container limits Plan writes into the spec.
+type Limits struct {
+	HCAHandle uint32 // linux.resources.rdma hcaHandles per device; 0: none
+	HCAObject uint32 // linux.resources.rdma hcaObjects per device; 0: none
+	Memlock   uint64 // RLIMIT_MEMLOCK (config.MemlockUnlimited: unlimited)
+	// MemlockKey and MemlockText say where Memlock comes from and how it
+	// was written there, for errors.
+	MemlockKey, MemlockText string
+}
+
+// ConfigLimits returns the node config's per-container limits.
+func ConfigLimits(cfg config.Config) Limits {
+	return Limits{HCAHandle: uint32(cfg.RDMA.HCAHandle), HCAObject: uint32(cfg.RDMA.HCAObject),
+		Memlock: cfg.MemlockBytes(), MemlockKey: "rdma.memlock", MemlockText: cfg.RDMA.Memlock}
 }
 
 // Plan validates a container's request against the node and returns the
-// modifier chain in its fixed order: devices, rdma limits, memlock, env, zygote.
+// modifier chain in its fixed order: devices, rdma limits, memlock, env,
+// zygote, seccomp (the last two only when node asks for them).
 // warnings lists what was left out and why (to be logged by the caller).
 func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
 	inv := node.Inventory
@@ -63,18 +85,26 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 	}
 	mods = append(mods, Devices{Nodes: nodes})
 
-	if cfg.RDMA.HCAHandle != 0 || cfg.RDMA.HCAObject != 0 {
+	lim := ConfigLimits(cfg)
+	if node.Limits != nil {
+		lim = *node.Limits
+	}
+	if lim.HCAHandle != 0 || lim.HCAObject != 0 {
 		if node.RDMACgroup {
-			mods = append(mods, RDMALimits{Devices: names, HCAHandle: uint32(cfg.RDMA.HCAHandle), HCAObject: uint32(cfg.RDMA.HCAObject)})
+			mods = append(mods, RDMALimits{Devices: names, HCAHandle: lim.HCAHandle, HCAObject: lim.HCAObject})
 		} else {
 			warnings = append(warnings, "rdma cgroup controller not available on this node: rdma.hca_handle/hca_object limits not applied")
 		}
 	}
-	memlock := cfg.MemlockBytes()
+	memlock := lim.Memlock
 	if memlock > node.MemlockHard && !node.CanRaiseMemlock {
-		return nil, nil, fmt.Errorf("rdma.memlock = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
-			"set rdma.memlock to at most %s, or run containerd with CAP_SYS_RESOURCE (or LimitMEMLOCK=infinity): %w",
-			cfg.RDMA.Memlock, humanBytes(node.MemlockHard), humanBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
+		text := lim.MemlockText
+		if text == "" {
+			text = humanBytes(memlock)
+		}
+		return nil, nil, fmt.Errorf("%s = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
+			"set %s to at most %s, or run containerd with CAP_SYS_RESOURCE (or LimitMEMLOCK=infinity): %w",
+			lim.MemlockKey, text, humanBytes(node.MemlockHard), lim.MemlockKey, humanBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
 	}
 	mods = append(mods, Memlock{Bytes: memlock})
 
@@ -85,6 +115,9 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 	mods = append(mods, Env{Vars: env})
 	if node.Zygote != nil {
 		mods = append(mods, *node.Zygote)
+	}
+	if node.Seccomp != nil {
+		mods = append(mods, *node.Seccomp)
 	}
 	return mods, warnings, nil
 }

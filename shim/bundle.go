@@ -29,24 +29,33 @@ type Node struct {
 
 // EditBundle applies the Swift injection to bundle/config.json. Containers
 // that do not opt in, and the CRI sandbox container, are left as they are.
-// On error the file is unchanged.
+// On error the file is unchanged and no lease is held. On success, under a
+// tenant policy, the container's lease stays in the ledger (the task
+// service releases it on Delete; `swiftctl pools gc` once the container is
+// gone).
 func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
+	_, err := editBundle(ctx, bundle, cfgPath, node)
+	return err
+}
+
+// editBundle is EditBundle returning the lease it took (nil without a policy).
+func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leaseRef, retErr error) {
 	path := filepath.Join(bundle, SpecFile)
 	spec, err := readSpec(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if spec.Annotations[annotations.CRIContainerType] == "sandbox" {
 		log.G(ctx).Debug("swift: sandbox container left as it is")
-		return nil
+		return nil, nil
 	}
 	opts, err := annotations.Parse(spec.Annotations)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if lvl := cfg.LogLevel; lvl != "" {
 		_ = log.SetLevel(lvl)
@@ -54,56 +63,71 @@ func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
 	if !opts.Enabled(cfg.RDMA.Default) {
 		if len(opts.Given) > 0 && opts.RDMA == nil {
 			k := opts.Given[0]
-			return fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
+			return nil, fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
 				k, spec.Annotations[k], annotations.RDMA, errdefs.ErrInvalidArgument)
 		}
-		return nil
+		return nil, nil
 	}
 	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
 	if err != nil {
-		return fmt.Errorf("discover RDMA devices: %w", err)
+		return nil, fmt.Errorf("discover RDMA devices: %w", err)
 	}
+	// The tenant policy: who the container belongs to, and what it may have.
+	ten, err := decideTenancy(spec, cfg, opts, inv)
+	if err != nil {
+		return nil, err
+	}
+	opts = ten.opts
 	hard, canRaise := MemlockLimits()
 	in := inject.Node{
 		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
+		Limits: &ten.limits, Seccomp: ten.seccomp,
 	}
 	var poolConf []byte
 	if opts.Zygote != nil && *opts.Zygote {
 		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	mods, warnings, err := inject.Plan(cfg, opts, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, w := range warnings {
 		log.G(ctx).Warn("swift: " + w)
 	}
 	if err := inject.Apply(spec, mods); err != nil {
-		return err
+		return nil, err
 	}
 	if err := validateSpec(spec); err != nil {
-		return err
+		return nil, err
 	}
+	// Everything is checked: take the lease (against the tenant's node-wide
+	// quota) before anything is written, and give it back if writing fails.
+	lease, err := acquireLease(ctx, cfg, ten, bundle)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			lease.release(ctx)
+		}
+	}()
 	if in.Zygote != nil {
 		if err := os.WriteFile(in.Zygote.ConfPath, poolConf, 0o444); err != nil {
-			return fmt.Errorf("write pool description: %w", err)
+			return nil, fmt.Errorf("write pool description: %w", err)
 		}
 	}
 	if err := writeSpecAtomic(path, spec); err != nil {
 		if in.Zygote != nil {
 			os.Remove(in.Zygote.ConfPath)
 		}
-		return err
+		return nil, err
 	}
-	devices := inv.Names()
-	if len(opts.Devices) > 0 {
-		devices = opts.Devices
-	}
-	log.G(ctx).WithField("devices", strings.Join(devices, ",")).WithField("zygote", in.Zygote != nil).Info("swift: rdma injected")
-	return nil
+	log.G(ctx).WithField("devices", strings.Join(ten.devices, ",")).WithField("zygote", in.Zygote != nil).
+		WithField("tenant", ten.tenant.Name).WithField("lease", lease != nil).Info("swift: rdma injected")
+	return lease, nil
 }
 
 func readSpec(path string) (*specs.Spec, error) {

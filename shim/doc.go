@@ -1,4 +1,7 @@
 // Package shim is the Swift task service: it wraps containerd's runc task
-// service, forwards every call unchanged except Create (and Delete), and at
-// Create edits the bundle's OCI spec with the inject chain before runc runs.
+// service, forwards every call unchanged except Create (and Delete, Exec),
+// and at Create edits the bundle's OCI spec with the inject chain before
+// runc runs. Under a tenant policy, Create also resolves the container's
+// tenant, checks its request against the policy and takes its lease in the
+// node's ledger; Delete of the init process gives the lease back.
 package shim

@@ -56,6 +56,7 @@ func init() {
 type Service struct {
 	taskapi.TTRPCTaskService
 	bundles bundles
+	leases  leases
 }
 
 // RegisterTTRPC implements containerd's shim TTRPCService.
@@ -68,39 +69,51 @@ func (s *Service) RegisterTTRPC(server *ttrpc.Server) error {
 // Create prepares the bundle's spec, converts runtime options, then delegates.
 func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*taskapi.CreateTaskResponse, error) {
 	start := time.Now()
-	if err := Prepare(ctx, r); err != nil {
+	lease, err := prepare(ctx, r)
+	if err != nil {
 		log.G(ctx).WithError(err).WithField("id", r.ID).Error("swift: create refused")
 		return nil, errgrpc.ToGRPC(err)
 	}
 	log.G(ctx).WithField("id", r.ID).WithField("took", time.Since(start)).Debug("swift: spec prepared")
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
-	if err == nil {
-		s.bundles.set(r.ID, r.Bundle)
+	if err != nil {
+		lease.release(ctx) // runc did not create it: the lease goes back
+		return resp, err
 	}
-	return resp, err
+	s.bundles.set(r.ID, r.Bundle)
+	s.leases.set(r.ID, lease)
+	return resp, nil
 }
 
-// Delete delegates; clean-up of Swift resources hooks in here.
+// Delete delegates; deleting the init process releases the container's lease.
 func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskapi.DeleteResponse, error) {
 	resp, err := s.TTRPCTaskService.Delete(ctx, r)
 	if err == nil && r.ExecID == "" {
 		s.bundles.del(r.ID)
+		s.leases.take(r.ID).release(ctx)
 	}
 	return resp, err
 }
 
 // Prepare converts the request's runtime options and edits <bundle>/config.json.
+// A lease it takes stays in the ledger (see EditBundle).
 func Prepare(ctx context.Context, r *taskapi.CreateTaskRequest) error {
+	_, err := prepare(ctx, r)
+	return err
+}
+
+// prepare is Prepare returning the container's lease (nil without a policy).
+func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, error) {
 	ropts, err := ConvertOptions(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfgPath := ropts.SwiftConfig
 	if cfgPath == "" {
 		cfgPath = config.PathFromEnv()
 	}
 	if !filepath.IsAbs(r.Bundle) {
-		return fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
 	}
-	return EditBundle(ctx, r.Bundle, cfgPath, Node{CgroupRoot: "/sys/fs/cgroup"})
+	return editBundle(ctx, r.Bundle, cfgPath, Node{CgroupRoot: "/sys/fs/cgroup"})
 }

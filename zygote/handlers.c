@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "zygote.h"
@@ -262,8 +263,11 @@ static int h_peek(struct swift_fn *fn, int argc, char **argv)
 	printf("process_vm_readv(%d): %s\n", (int)pid, rc < 0 ? strerror(errno) : "ok");
 	rc = ptrace(PTRACE_ATTACH, pid, NULL, NULL);
 	printf("ptrace(%d): %s\n", (int)pid, rc < 0 ? strerror(errno) : "ok");
-	if (rc == 0)
+	if (rc == 0) {
+		/* detach only once the target is in its attach stop */
+		waitpid(pid, NULL, __WALL);
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	}
 	return 0;
 }
 

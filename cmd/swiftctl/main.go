@@ -1,5 +1,6 @@
 // Command swiftctl is the operator CLI of the Swift runtime: node checks,
-// config validation, containerd installation and benchmarks.
+// config and tenant policy validation, the lease ledger (pools),
+// containerd installation and benchmarks.
 package main
 
 import (
@@ -13,6 +14,10 @@ func usage() {
 
 commands:
   config check [FILE]   validate a node config (default: $SWIFT_CONFIG or /etc/swift/config.toml)
+  policy check [FILE]   validate a tenant policy, errors with line numbers (default: the node config's policy_path)
+  pools ls [--leases] [--json]
+                        RDMA leases in the node's ledger: usage and quota per tenant
+  pools gc [--dry-run]  reclaim the leases of containers that no longer exist
   devices               list the node's RDMA devices and their uverbs nodes
   bench                 run the benchmarks and write out/bench.json
   install containerd    add the swift runtime to containerd's config (a drop-in; --dry-run shows the diff)
@@ -37,6 +42,10 @@ func main() {
 		err = cmdConfig(os.Args[2:])
 	case "devices":
 		err = cmdDevices(os.Args[2:])
+	case "policy":
+		err = cmdPolicy(os.Args[2:])
+	case "pools":
+		err = cmdPools(os.Args[2:])
 	case "bench":
 		err = cmdBench(ctx, os.Args[2:])
 	case "install":

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/ledger"
+)
+
+func TestPolicyCheck(t *testing.T) {
+	var out, errOut bytes.Buffer
+	example := filepath.Join("..", "..", "examples", "policy.toml")
+	if err := policyCommand(&out, &errOut, []string{"check", example}); err != nil {
+		t.Fatalf("check example: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{example + ": ok, 2 tenant(s)", "local callers without swift.io/tenant: ops",
+		"tenant team-a", "namespaces:      team-a, team-a-*", "seccomp:         baseline",
+		"node quota:      containers 32, qps 1024, hca_handle 64, hca_object 8192, memlock 16GiB"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[tenants.a]\nseccomp = \"x\"\n\n[tenants.a.node]\nqps = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	err := policyCommand(&out, &errOut, []string{"check", bad})
+	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "2 problem(s)") {
+		t.Fatalf("check bad = %v", err)
+	}
+	want := bad + ":2: tenants.a.seccomp: \"x\": want \"none\" or \"baseline\"\n" +
+		bad + ":5: tenants.a.node.qps: 0: want 1 to 9223372036854775807 (remove the key for no limit)\n"
+	if errOut.String() != want {
+		t.Errorf("problems:\n%s\nwant:\n%s", errOut.String(), want)
+	}
+
+	// Default path from the node config; a missing policy is reported, not an error.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n", filepath.Join(dir, "policy.toml")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SWIFT_POLICY", "")
+	out.Reset()
+	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); err != nil || !strings.Contains(out.String(), "not present") {
+		t.Errorf("check (missing default) = %v, %q", err, out.String())
+	}
+	if err := policyCommand(&out, &errOut, []string{"check", filepath.Join(dir, "absent.toml")}); err == nil {
+		t.Error("check of a named missing file succeeded")
+	}
+	if err := policyCommand(&out, &errOut, []string{"lint"}); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("policy lint = %v", err)
+	}
+}
+
+func TestPools(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	pol := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(pol, []byte("[tenants.a]\n[tenants.a.container]\nqps = 2\n[tenants.a.node]\nqps = 10\n[tenants.b]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "state_dir = %q\npolicy_path = %q\n", state, pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SWIFT_POLICY", "")
+	var out, errOut bytes.Buffer
+	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg}); err != nil || !strings.Contains(out.String(), "a       0           0/10") {
+		t.Fatalf("ls (empty) = %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Error("pools ls created the state dir")
+	}
+
+	l := ledger.New(state)
+	live := t.TempDir()
+	for i, b := range []string{live, filepath.Join(dir, "gone")} {
+		x := ledger.Lease{Namespace: "n", ID: fmt.Sprint("c", i), Tenant: "a", Devices: []string{"rxe0"},
+			Charge: ledger.Amounts{Containers: 1, QPs: 2, Memlock: 4 << 20}, Bundle: b, Owner: ledger.Self()}
+		r := &ledger.Ledger{Path: l.Path, Alive: func(ledger.Lease) bool { return true }}
+		if _, err := r.Acquire(x, ledger.Quota{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg, "--json"}); err != nil {
+		t.Fatal(err)
+	}
+	var got PoolsListing
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(got.Tenants) != 2 || got.Tenants[0].Usage.QPs != 4 || got.Tenants[0].Quota.QPs != 10 || len(got.Leases) != 2 ||
+		!got.Leases[0].Alive || got.Leases[1].Alive {
+		t.Fatalf("ls --json = %+v", got)
+	}
+	out.Reset()
+	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg, "--leases"}); err != nil ||
+		!strings.Contains(out.String(), "4/10") || !strings.Contains(out.String(), "n/c1") || !strings.Contains(out.String(), "gone") {
+		t.Fatalf("ls --leases = %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg, "--dry-run"}); err != nil || !strings.Contains(out.String(), "would reclaim n/c1 (tenant a") {
+		t.Fatalf("gc --dry-run = %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg}); err != nil || !strings.Contains(out.String(), "reclaimed n/c1 (tenant a") {
+		t.Fatalf("gc = %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg}); err != nil || !strings.Contains(out.String(), "nothing to reclaim") {
+		t.Fatalf("second gc = %v\n%s", err, out.String())
+	}
+	if ls, _ := l.List(); len(ls) != 1 || ls[0].ID != "c0" {
+		t.Fatalf("ledger after gc: %+v", ls)
+	}
+	for _, bad := range [][]string{{}, {"rm"}, {"ls", "extra"}, {"gc", "--json"}} {
+		if err := poolsCommand(&out, &errOut, bad); err == nil {
+			t.Errorf("pools %q succeeded", bad)
+		}
+	}
+}

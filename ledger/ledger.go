@@ -1,0 +1,470 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+// FileName is the ledger's name in the state dir.
+const FileName = "ledger.db"
+
+// DefaultTimeout bounds how long an operation waits for another process
+// holding the ledger.
+const DefaultTimeout = 5 * time.Second
+
+var bucket = []byte("leases")
+
+// Amounts are resource amounts: a lease's charge, a tenant's usage, or a
+// quota (where 0 means no limit).
+type Amounts struct {
+	Containers uint64 `json:"containers"`
+	QPs        uint64 `json:"qps"`
+	HCAHandle  uint64 `json:"hca_handle"`
+	HCAObject  uint64 `json:"hca_object"`
+	Memlock    uint64 `json:"memlock"`
+}
+
+// Resources names the resources in the order messages and tables list them.
+var Resources = []string{"containers", "qps", "hca_handle", "hca_object", "memlock"}
+
+// Get returns the amount of resource (one of Resources).
+func (a Amounts) Get(resource string) uint64 {
+	switch resource {
+	case "containers":
+		return a.Containers
+	case "qps":
+		return a.QPs
+	case "hca_handle":
+		return a.HCAHandle
+	case "hca_object":
+		return a.HCAObject
+	case "memlock":
+		return a.Memlock
+	}
+	return 0
+}
+
+// Add returns a+b, saturating at the largest uint64 (which prints as unlimited memlock).
+func (a Amounts) Add(b Amounts) Amounts {
+	return Amounts{sat(a.Containers, b.Containers), sat(a.QPs, b.QPs), sat(a.HCAHandle, b.HCAHandle),
+		sat(a.HCAObject, b.HCAObject), sat(a.Memlock, b.Memlock)}
+}
+
+func sat(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// Format prints an amount of resource: bytes for memlock.
+func Format(resource string, n uint64) string {
+	if resource != "memlock" {
+		return strconv.FormatUint(n, 10)
+	}
+	switch {
+	case n == math.MaxUint64:
+		return "unlimited"
+	case n == 0:
+		return "0"
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// Owner is the shim process that holds a lease.
+type Owner struct {
+	PID int `json:"pid"`
+	// Start is the process's start time (clock ticks after boot, field 22
+	// of /proc/PID/stat): a recycled PID has another.
+	Start uint64 `json:"start"`
+}
+
+// Self returns the calling process as an Owner.
+func Self() Owner {
+	pid := os.Getpid()
+	start, _, _ := procStat(pid)
+	return Owner{PID: pid, Start: start}
+}
+
+// procStat returns a process's start time and state letter.
+func procStat(pid int) (start uint64, state byte, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field 22 (starttime) is f[19].
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return start, f[0][0], err
+}
+
+// Lease is what one container holds.
+type Lease struct {
+	Namespace string    `json:"namespace"`
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Devices   []string  `json:"devices"`
+	Charge    Amounts   `json:"charge"`
+	Bundle    string    `json:"bundle"`
+	Owner     Owner     `json:"owner"`
+	Created   time.Time `json:"created"`
+}
+
+// Key is the lease's key: namespace/ID.
+func (l Lease) Key() string { return l.Namespace + "/" + l.ID }
+
+// Alive tells whether the container of a lease may still exist: its
+// bundle directory is there and its shim process runs (same PID and start
+// time, not a zombie). When in doubt (a stat error other than "not
+// found"), it says alive.
+func Alive(l Lease) bool {
+	if l.Bundle != "" {
+		if _, err := os.Stat(l.Bundle); errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	if l.Owner.PID > 0 {
+		start, state, err := procStat(l.Owner.PID)
+		if err != nil || (l.Owner.Start != 0 && start != l.Owner.Start) || state == 'Z' || state == 'X' {
+			return false
+		}
+	}
+	return true
+}
+
+// Quota is a tenant's node-wide quota (zero fields: no limit) and where it
+// comes from, for messages.
+type Quota struct {
+	Limit  Amounts
+	Source string
+}
+
+// QuotaError is an Acquire refused because the tenant's node-wide quota is
+// used up. It is a ResourceExhausted error.
+type QuotaError struct {
+	Tenant, Resource   string
+	Limit, Used, Asked uint64
+	Source             string
+}
+
+func (e *QuotaError) Error() string {
+	s := fmt.Sprintf("tenant %q is over its node-wide %s quota: limit %s, in use %s, this container asks %s",
+		e.Tenant, e.Resource, Format(e.Resource, e.Limit), Format(e.Resource, e.Used), Format(e.Resource, e.Asked))
+	if e.Source != "" {
+		s += " (" + e.Source + ")"
+	}
+	return s + ": " + errdefs.ErrResourceExhausted.Error()
+}
+
+// Unwrap makes QuotaError a ResourceExhausted error.
+func (e *QuotaError) Unwrap() error { return errdefs.ErrResourceExhausted }
+
+// Ledger is the ledger file at Path. Each method opens it, does one
+// transaction and closes it.
+type Ledger struct {
+	Path string
+	// Timeout bounds the wait for the lock (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Alive decides whether a lease's container may still exist (the
+	// package's Alive when nil).
+	Alive func(Lease) bool
+}
+
+// New returns the ledger of a state dir.
+func New(stateDir string) *Ledger { return &Ledger{Path: filepath.Join(stateDir, FileName)} }
+
+func (l *Ledger) alive(x Lease) bool {
+	if l.Alive != nil {
+		return l.Alive(x)
+	}
+	return Alive(x)
+}
+
+// lock takes the ledger's lock file, polling finely (bbolt's own flock
+// polls every 50 ms, too coarse when dozens of shims start at once).
+func (l *Ledger) lock(exclusive bool) (*os.File, time.Time, error) {
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	dir := filepath.Dir(l.Path)
+	if exclusive {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, deadline, fmt.Errorf("ledger %s: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+		}
+	}
+	f, err := os.OpenFile(l.Path+".lock", os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, deadline, fmt.Errorf("ledger %s: lock file: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	wait := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return f, deadline, nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			f.Close()
+			return nil, deadline, fmt.Errorf("ledger %s: lock: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, deadline, fmt.Errorf("ledger %s: still locked by another process after %v: %w", l.Path, timeout, errdefs.ErrUnavailable)
+		}
+		time.Sleep(wait)
+		if wait < 8*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// open locks the ledger and opens the database; release with the returned func.
+func (l *Ledger) open(readOnly bool) (*bolt.DB, func(), error) {
+	lf, deadline, err := l.lock(!readOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	remaining := time.Until(deadline)
+	if remaining < 100*time.Millisecond {
+		remaining = 100 * time.Millisecond
+	}
+	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{Timeout: remaining, ReadOnly: readOnly})
+	if err != nil {
+		lf.Close()
+		return nil, nil, fmt.Errorf("ledger %s: open: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	return db, func() { db.Close(); lf.Close() }, nil
+}
+
+func decode(k, v []byte) (Lease, error) {
+	var x Lease
+	if err := json.Unmarshal(v, &x); err != nil {
+		return x, fmt.Errorf("lease %s: %v: %w", k, err, errdefs.ErrDataLoss)
+	}
+	return x, nil
+}
+
+// Acquire records lease if its tenant's usage plus its charge stays within
+// the quota, atomically with respect to every other process using the
+// ledger. A lease already recorded under the same key (a retried Create,
+// or a stale one) is replaced. Leases of containers that no longer exist
+// are reclaimed first, and returned, whether or not the quota admits the
+// new one. Over quota the error is a *QuotaError.
+func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
+	if lease.Namespace == "" || lease.ID == "" || lease.Tenant == "" {
+		return nil, fmt.Errorf("lease needs a namespace, an ID and a tenant (got %q/%q tenant %q): %w",
+			lease.Namespace, lease.ID, lease.Tenant, errdefs.ErrInvalidArgument)
+	}
+	if lease.Created.IsZero() {
+		lease.Created = time.Now().UTC()
+	}
+	val, err := json.Marshal(lease)
+	if err != nil {
+		return nil, err
+	}
+	db, done, err := l.open(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var quotaErr error
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		var used Amounts
+		var dead [][]byte
+		err = b.ForEach(func(k, v []byte) error {
+			if string(k) == lease.Key() {
+				return nil
+			}
+			x, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			if !l.alive(x) {
+				reclaimed = append(reclaimed, x)
+				dead = append(dead, append([]byte(nil), k...))
+				return nil
+			}
+			if x.Tenant == lease.Tenant {
+				used = used.Add(x.Charge)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range dead {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, r := range Resources {
+			lim, u, ask := q.Limit.Get(r), used.Get(r), lease.Charge.Get(r)
+			if lim > 0 && (u > lim || ask > lim-u) {
+				quotaErr = &QuotaError{Tenant: lease.Tenant, Resource: r, Limit: lim, Used: u, Asked: ask, Source: q.Source}
+				return nil // commit the reclaimed deletions, not the lease
+			}
+		}
+		return b.Put([]byte(lease.Key()), val)
+	})
+	if err != nil {
+		return reclaimed, fmt.Errorf("ledger %s: acquire %s: %w", l.Path, lease.Key(), err)
+	}
+	return reclaimed, quotaErr
+}
+
+// Release removes the lease of namespace/id and returns it (nil when there
+// is none). With owner set, a lease held by another process is left alone.
+func (l *Ledger) Release(namespace, id string, owner *Owner) (*Lease, error) {
+	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, done, err := l.open(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var out *Lease
+	key := []byte(namespace + "/" + id)
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(key)
+		if v == nil {
+			return nil
+		}
+		x, err := decode(key, v)
+		if err == nil && owner != nil && x.Owner != *owner {
+			return nil
+		}
+		out = &x
+		return b.Delete(key)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: release %s: %w", l.Path, key, err)
+	}
+	return out, nil
+}
+
+// List returns every lease, ordered by key. A missing ledger has none.
+func (l *Ledger) List() ([]Lease, error) {
+	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, done, err := l.open(true)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var out []Lease
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			x, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, x)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.Path, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, nil
+}
+
+// GC removes the leases of containers that no longer exist and returns
+// them; with dryRun it only returns them.
+func (l *Ledger) GC(dryRun bool) ([]Lease, error) {
+	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, done, err := l.open(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var dead []Lease
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		var keys [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			x, err := decode(k, v)
+			if err != nil {
+				// An undecodable lease cannot be attributed: drop it.
+				x = Lease{ID: string(k)}
+			} else if l.alive(x) {
+				return nil
+			}
+			dead = append(dead, x)
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		})
+		if err != nil || dryRun {
+			return err
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: gc: %w", l.Path, err)
+	}
+	return dead, nil
+}
+
+// Usage sums the charges of leases per tenant.
+func Usage(leases []Lease) map[string]Amounts {
+	u := map[string]Amounts{}
+	for _, x := range leases {
+		u[x.Tenant] = u[x.Tenant].Add(x.Charge)
+	}
+	return u
+}

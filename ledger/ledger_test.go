@@ -1,0 +1,408 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+)
+
+func lease(ns, id, tenant string, c Amounts) Lease {
+	return Lease{Namespace: ns, ID: id, Tenant: tenant, Devices: []string{"rxe0"}, Charge: c, Owner: Self(),
+		Created: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func one(qps uint64) Amounts { return Amounts{Containers: 1, QPs: qps} }
+
+func keys(ls []Lease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Key())
+	}
+	return out
+}
+
+func TestAcquireQuota(t *testing.T) {
+	type step struct {
+		lease Lease
+		quota Amounts
+		err   []string // substrings of a QuotaError; nil: admitted
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  []string // keys in the ledger afterwards
+	}{
+		{"no quota admits all", []step{
+			{lease("n", "a", "t", one(100)), Amounts{}, nil},
+			{lease("n", "b", "t", one(100)), Amounts{}, nil},
+		}, []string{"n/a", "n/b"}},
+		{"containers quota", []step{
+			{lease("n", "a", "t", one(1)), Amounts{Containers: 2}, nil},
+			{lease("n", "b", "t", one(1)), Amounts{Containers: 2}, nil},
+			{lease("n", "c", "t", one(1)), Amounts{Containers: 2}, []string{`tenant "t"`, "containers quota", "limit 2, in use 2, this container asks 1"}},
+		}, []string{"n/a", "n/b"}},
+		{"qps quota exactly met", []step{
+			{lease("n", "a", "t", one(6)), Amounts{QPs: 10}, nil},
+			{lease("n", "b", "t", one(4)), Amounts{QPs: 10}, nil},
+			{lease("n", "c", "t", one(1)), Amounts{QPs: 10}, []string{"qps quota", "limit 10, in use 10, this container asks 1"}},
+		}, []string{"n/a", "n/b"}},
+		{"a charge alone above the quota", []step{
+			{lease("n", "a", "t", one(11)), Amounts{QPs: 10}, []string{"limit 10, in use 0, this container asks 11"}},
+		}, nil},
+		{"other tenants do not count", []step{
+			{lease("n", "a", "t1", one(10)), Amounts{QPs: 10}, nil},
+			{lease("n", "b", "t2", one(10)), Amounts{QPs: 10}, nil},
+		}, []string{"n/a", "n/b"}},
+		{"same key replaces, not adds", []step{
+			{lease("n", "a", "t", one(10)), Amounts{QPs: 10}, nil},
+			{lease("n", "a", "t", one(8)), Amounts{QPs: 10}, nil},
+		}, []string{"n/a"}},
+		{"namespaces are distinct", []step{
+			{lease("n1", "a", "t", one(5)), Amounts{QPs: 10}, nil},
+			{lease("n2", "a", "t", one(5)), Amounts{QPs: 10}, nil},
+			{lease("n3", "a", "t", one(5)), Amounts{QPs: 10}, []string{"in use 10"}},
+		}, []string{"n1/a", "n2/a"}},
+		{"memlock in bytes", []step{
+			{lease("n", "a", "t", Amounts{Memlock: 3 << 30}), Amounts{Memlock: 4 << 30}, nil},
+			{lease("n", "b", "t", Amounts{Memlock: 2 << 30}), Amounts{Memlock: 4 << 30}, []string{"memlock quota", "limit 4GiB, in use 3GiB, this container asks 2GiB"}},
+		}, []string{"n/a"}},
+		{"hca objects", []step{
+			{lease("n", "a", "t", Amounts{HCAObject: 100, HCAHandle: 2}), Amounts{HCAObject: 150, HCAHandle: 10}, nil},
+			{lease("n", "b", "t", Amounts{HCAObject: 100, HCAHandle: 2}), Amounts{HCAObject: 150, HCAHandle: 10}, []string{"hca_object quota"}},
+		}, []string{"n/a"}},
+		{"unlimited memlock charges do not overflow", []step{
+			{lease("n", "a", "t", Amounts{Memlock: math.MaxUint64}), Amounts{}, nil},
+			{lease("n", "b", "t", Amounts{Memlock: math.MaxUint64}), Amounts{}, nil},
+			{lease("n", "c", "t", Amounts{Memlock: 1}), Amounts{Memlock: 1 << 40}, []string{"in use unlimited"}},
+		}, []string{"n/a", "n/b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(t.TempDir())
+			for i, s := range tc.steps {
+				_, err := l.Acquire(s.lease, Quota{Limit: s.quota, Source: "tenants.t.node in p.toml"})
+				if s.err == nil {
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					continue
+				}
+				var qe *QuotaError
+				if !errors.As(err, &qe) || !errdefs.IsResourceExhausted(err) {
+					t.Fatalf("step %d: error %v, want a ResourceExhausted QuotaError", i, err)
+				}
+				for _, m := range append(s.err, "tenants.t.node in p.toml") {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("step %d: error %q does not contain %q", i, err, m)
+					}
+				}
+			}
+			got, err := l.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(keys(got), tc.want) {
+				t.Errorf("ledger holds %q, want %q", keys(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestAcquireRecordsLease(t *testing.T) {
+	l := New(t.TempDir())
+	in := lease("k8s.io", "c1", "team-a", Amounts{Containers: 1, QPs: 4, HCAHandle: 2, HCAObject: 64, Memlock: 1 << 30})
+	in.Bundle = t.TempDir()
+	if _, err := l.Acquire(in, Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.List()
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], in) {
+		t.Fatalf("List = %+v, %v; want [%+v]", got, err, in)
+	}
+	if fi, err := os.Stat(l.Path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("ledger file: %v, %v; want mode 0600", fi, err)
+	}
+	if u := Usage(got)["team-a"]; u != in.Charge {
+		t.Errorf("Usage = %+v", u)
+	}
+}
+
+func TestAcquireInvalid(t *testing.T) {
+	l := New(t.TempDir())
+	for _, x := range []Lease{{ID: "a", Tenant: "t"}, {Namespace: "n", Tenant: "t"}, {Namespace: "n", ID: "a"}} {
+		if _, err := l.Acquire(x, Quota{}); !errdefs.IsInvalidArgument(err) {
+			t.Errorf("Acquire(%+v) = %v, want InvalidArgument", x, err)
+		}
+	}
+	if _, err := os.Stat(l.Path); err == nil {
+		t.Error("a refused lease created the ledger")
+	}
+}
+
+func TestRelease(t *testing.T) {
+	l := New(t.TempDir())
+	// Nothing to release in a ledger that does not exist: no file is created.
+	if x, err := l.Release("n", "a", nil); x != nil || err != nil {
+		t.Fatalf("Release(empty) = %v, %v", x, err)
+	}
+	if _, err := os.Stat(l.Path); err == nil {
+		t.Fatal("Release created the ledger")
+	}
+	a := lease("n", "a", "t", one(1))
+	if _, err := l.Acquire(a, Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	other := Owner{PID: a.Owner.PID, Start: a.Owner.Start + 1}
+	if x, err := l.Release("n", "a", &other); x != nil || err != nil {
+		t.Fatalf("Release by another owner = %v, %v; want it left alone", x, err)
+	}
+	self := Self()
+	if x, err := l.Release("n", "a", &self); err != nil || x == nil || x.Key() != "n/a" {
+		t.Fatalf("Release = %v, %v", x, err)
+	}
+	if x, err := l.Release("n", "a", nil); x != nil || err != nil {
+		t.Fatalf("second Release = %v, %v; want nothing", x, err)
+	}
+	if got, _ := l.List(); len(got) != 0 {
+		t.Fatalf("ledger not empty: %+v", got)
+	}
+}
+
+func TestAlive(t *testing.T) {
+	bundle := t.TempDir()
+	self := Self()
+	// A process that has exited: its PID is no longer ours to check.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	exited := Owner{PID: cmd.Process.Pid, Start: 1}
+	tests := []struct {
+		name string
+		l    Lease
+		want bool
+	}{
+		{"bundle and shim", Lease{Bundle: bundle, Owner: self}, true},
+		{"bundle gone", Lease{Bundle: filepath.Join(bundle, "gone"), Owner: self}, false},
+		{"shim gone", Lease{Bundle: bundle, Owner: exited}, false},
+		{"pid recycled", Lease{Bundle: bundle, Owner: Owner{PID: self.PID, Start: self.Start + 1}}, false},
+		{"no pid recorded", Lease{Bundle: bundle}, true},
+		{"nothing recorded", Lease{}, true},
+	}
+	for _, tc := range tests {
+		if got := Alive(tc.l); got != tc.want {
+			t.Errorf("%s: Alive = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if self.Start == 0 {
+		t.Error("Self() has no start time")
+	}
+}
+
+func TestGCAndReclaimOnAcquire(t *testing.T) {
+	dir := t.TempDir()
+	l := New(dir)
+	live, gone := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	mk := func(id, bundle string) Lease {
+		x := lease("n", id, "t", one(1))
+		x.Bundle = bundle
+		return x
+	}
+	for _, x := range []Lease{mk("live", live), mk("dead1", gone), mk("dead2", gone)} {
+		// Record without reclaiming: a test liveness that sees all alive.
+		r := &Ledger{Path: l.Path, Alive: func(Lease) bool { return true }}
+		if _, err := r.Acquire(x, Quota{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, err := l.GC(true)
+	if err != nil || !reflect.DeepEqual(keys(dead), []string{"n/dead1", "n/dead2"}) {
+		t.Fatalf("GC(dry run) = %q, %v", keys(dead), err)
+	}
+	if all, _ := l.List(); len(all) != 3 {
+		t.Fatalf("dry run removed leases: %q", keys(all))
+	}
+	// A quota of 2 containers: live + 2 dead = 3 held; Acquire reclaims
+	// the dead ones and admits the new lease.
+	rec, err := l.Acquire(mk("new", live), Quota{Limit: Amounts{Containers: 2}})
+	if err != nil || !reflect.DeepEqual(keys(rec), []string{"n/dead1", "n/dead2"}) {
+		t.Fatalf("Acquire = reclaimed %q, %v", keys(rec), err)
+	}
+	if all, _ := l.List(); !reflect.DeepEqual(keys(all), []string{"n/live", "n/new"}) {
+		t.Fatalf("ledger holds %q", keys(all))
+	}
+	// Reclaiming persists even when the quota refuses the new lease.
+	r := &Ledger{Path: l.Path, Alive: func(Lease) bool { return true }}
+	if _, err := r.Acquire(mk("dead3", gone), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = l.Acquire(mk("over", live), Quota{Limit: Amounts{Containers: 2}})
+	if !errdefs.IsResourceExhausted(err) || !reflect.DeepEqual(keys(rec), []string{"n/dead3"}) {
+		t.Fatalf("Acquire over quota = reclaimed %q, %v", keys(rec), err)
+	}
+	if all, _ := l.List(); !reflect.DeepEqual(keys(all), []string{"n/live", "n/new"}) {
+		t.Fatalf("ledger holds %q", keys(all))
+	}
+	dead, err = l.GC(false)
+	if err != nil || len(dead) != 0 {
+		t.Fatalf("GC = %q, %v; want nothing left to reclaim", keys(dead), err)
+	}
+	if err := os.RemoveAll(live); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err = l.GC(false); err != nil || len(dead) != 2 {
+		t.Fatalf("GC after the bundle went = %q, %v", keys(dead), err)
+	}
+	if all, _ := l.List(); len(all) != 0 {
+		t.Fatalf("ledger holds %q", keys(all))
+	}
+}
+
+func TestMissingLedger(t *testing.T) {
+	l := New(filepath.Join(t.TempDir(), "state"))
+	if ls, err := l.List(); ls != nil || err != nil {
+		t.Errorf("List = %v, %v", ls, err)
+	}
+	if d, err := l.GC(false); d != nil || err != nil {
+		t.Errorf("GC = %v, %v", d, err)
+	}
+	if _, err := os.Stat(filepath.Dir(l.Path)); err == nil {
+		t.Error("reading a missing ledger created the state dir")
+	}
+}
+
+func TestLockTimeout(t *testing.T) {
+	l := New(t.TempDir())
+	l.Timeout = 200 * time.Millisecond
+	f, _, err := l.lock(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second open file description conflicts, as another process would.
+	start := time.Now()
+	_, err = l.Acquire(lease("n", "a", "t", one(1)), Quota{})
+	if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "still locked") {
+		t.Fatalf("Acquire while locked = %v, want Unavailable", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+		t.Errorf("gave up after %v, want about 200ms", d)
+	}
+	f.Close()
+	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
+		t.Fatalf("Acquire after unlock: %v", err)
+	}
+}
+
+func TestUnwritableStateDir(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := New(filepath.Join(f, "state")) // a path under a regular file
+	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); !errdefs.IsFailedPrecondition(err) {
+		t.Fatalf("Acquire = %v, want FailedPrecondition", err)
+	}
+}
+
+// TestConcurrentGoroutines: 64 acquirers, each with its own file
+// descriptors, against a quota of 10: exactly 10 win.
+func TestConcurrentGoroutines(t *testing.T) {
+	path := New(t.TempDir()).Path
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, refused := 0, 0
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := &Ledger{Path: path, Timeout: 30 * time.Second}
+			_, err := l.Acquire(lease("n", fmt.Sprint(i), "t", one(1)), Quota{Limit: Amounts{QPs: 10}})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case errdefs.IsResourceExhausted(err):
+				refused++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	all, err := (&Ledger{Path: path}).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if won != 10 || refused != 54 || len(all) != 10 {
+		t.Fatalf("won %d, refused %d, ledger holds %d; want 10, 54, 10", won, refused, len(all))
+	}
+}
+
+// TestConcurrentProcesses: 8 processes × 8 acquisitions against a quota
+// of 20 QPs at 1 each: exactly 20 leases, whatever the interleaving.
+func TestConcurrentProcesses(t *testing.T) {
+	path := New(t.TempDir()).Path
+	var cmds []*exec.Cmd
+	for p := 0; p < 8; p++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAcquire$")
+		cmd.Env = append(os.Environ(), "LEDGER_HELPER="+path, "LEDGER_HELPER_PROC="+strconv.Itoa(p))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+	}
+	all, err := (&Ledger{Path: path}).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 20 {
+		t.Fatalf("ledger holds %d leases, want exactly the quota of 20", len(all))
+	}
+	if u := Usage(all)["t"]; u.QPs != 20 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+// TestHelperAcquire is run by TestConcurrentProcesses in child processes.
+func TestHelperAcquire(t *testing.T) {
+	path := os.Getenv("LEDGER_HELPER")
+	if path == "" {
+		return // not a helper run: nothing to do
+	}
+	l := &Ledger{Path: path, Timeout: 30 * time.Second, Alive: func(Lease) bool { return true }}
+	for i := 0; i < 8; i++ {
+		id := os.Getenv("LEDGER_HELPER_PROC") + "-" + strconv.Itoa(i)
+		if _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{Limit: Amounts{QPs: 20}}); err != nil && !errdefs.IsResourceExhausted(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct {
+		res  string
+		n    uint64
+		want string
+	}{{"qps", 12, "12"}, {"memlock", 4 << 20, "4MiB"}, {"memlock", math.MaxUint64, "unlimited"}, {"memlock", 1000, "1000"}, {"memlock", 0, "0"}} {
+		if got := Format(tc.res, tc.n); got != tc.want {
+			t.Errorf("Format(%s, %d) = %q, want %q", tc.res, tc.n, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,507 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/swift-rdma/swift-containerd/config"
+)
+
+// DefaultPath is where the tenant policy lives unless overridden (the node
+// config's policy_path, or $SWIFT_POLICY).
+const DefaultPath = config.DefaultPolicyPath
+
+// DefaultTenant is the tenant of containers that name none when no policy
+// file exists.
+const DefaultTenant = "default"
+
+// Seccomp levels.
+const (
+	SeccompNone     = "none"
+	SeccompBaseline = "baseline"
+)
+
+// MaxQPs bounds the qps keys (a container cannot ask for more than
+// swift.io/pool 1024 × peers anyway; this only catches typos).
+const MaxQPs = 1 << 24
+
+// Policy is a validated tenant policy.
+type Policy struct {
+	// Path is the file the policy came from; "" for the implicit open policy.
+	Path string
+	// LocalTenant is the tenant of a local caller (no CRI sandbox
+	// namespace) that names none with swift.io/tenant; "" refuses them.
+	LocalTenant string
+	// Tenants by name.
+	Tenants map[string]*Tenant
+	open    bool
+}
+
+// Tenant is one [tenants.NAME] table.
+type Tenant struct {
+	Name string
+	// Namespaces are the Kubernetes namespaces whose pods belong to the
+	// tenant: exact names, "prefix-*" patterns, or "*".
+	Namespaces []string
+	// ClaimableFrom are further namespaces (same patterns) whose pods may
+	// claim the tenant with swift.io/tenant.
+	ClaimableFrom []string
+	// Local lets local callers (ctr, nerdctl: no CRI sandbox namespace)
+	// claim the tenant with swift.io/tenant.
+	Local bool
+	// Devices the tenant may use; nil means every device of the node.
+	Devices []string
+	// Peers the tenant's zygotes may connect to; nil means any.
+	Peers []PeerRule
+	// ForkSharing allows swift.io/zygote=true.
+	ForkSharing bool
+	// Seccomp is the tenant's seccomp level (SeccompNone or SeccompBaseline).
+	Seccomp string
+	// Container holds per-container limits; Node the tenant's node-wide quota.
+	Container Limits
+	Node      Quota
+	// Unlimited marks the tenants of the implicit open policy.
+	Unlimited bool
+}
+
+// Limits are per-container limits; 0 means not set.
+type Limits struct {
+	// QPs bounds swift.io/pool × peers and is the QP charge of a container
+	// that names no peers.
+	QPs uint64
+	// HCAHandle and HCAObject become linux.resources.rdma per device.
+	HCAHandle uint32
+	HCAObject uint32
+	// Memlock caps RLIMIT_MEMLOCK (config.MemlockUnlimited: no cap).
+	Memlock uint64
+}
+
+// Quota is a tenant's node-wide quota over all its containers; 0 means no quota.
+type Quota struct {
+	Containers uint64
+	QPs        uint64
+	HCAHandle  uint64
+	HCAObject  uint64
+	Memlock    uint64
+}
+
+// PeerRule is one entry of a tenant's peers: a network and a port range.
+type PeerRule struct {
+	Prefix netip.Prefix
+	// MinPort..MaxPort, both inclusive; 1..65535 when the entry names no port.
+	MinPort, MaxPort uint16
+	// Text is the entry as written.
+	Text string
+}
+
+// Allows tells whether addr:port falls inside the rule.
+func (r PeerRule) Allows(addr netip.Addr, port uint16) bool {
+	return r.Prefix.Contains(addr.Unmap()) && port >= r.MinPort && port <= r.MaxPort
+}
+
+// Key returns the policy key of one of the tenant's settings, for messages
+// ("tenants.NAME.node.qps").
+func (t *Tenant) Key(key string) string { return "tenants." + t.Name + "." + key }
+
+// Open returns the implicit policy of a node without a policy file: any
+// tenant name is accepted from any caller (default "default"), with every
+// device, any peer, the zygote allowed, no seccomp additions and no limits.
+func Open() *Policy {
+	return &Policy{open: true, LocalTenant: DefaultTenant, Tenants: map[string]*Tenant{}}
+}
+
+// IsOpen tells whether p is the implicit open policy (no policy file):
+// nothing is enforced and no ledger is kept.
+func (p *Policy) IsOpen() bool { return p.open }
+
+// Load reads and validates the policy at path. A missing file yields
+// Open(); an unreadable or malformed one an InvalidArgument error naming
+// the file (and the line of every problem).
+func Load(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Open(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read tenant policy %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	return Parse(path, data)
+}
+
+// Problem is one thing wrong in a policy file.
+type Problem struct {
+	Line int    // 1-based; 0 when unknown
+	Key  string // dotted key, when known
+	Msg  string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Error is a malformed policy: every problem found, in line order. It is
+// an InvalidArgument error (errdefs.IsInvalidArgument).
+type Error struct {
+	File     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("tenant policy %s: %s", e.File, strings.Join(parts, "; "))
+}
+
+// Unwrap makes Error an InvalidArgument error.
+func (e *Error) Unwrap() error { return errdefs.ErrInvalidArgument }
+
+type rawPolicy struct {
+	LocalTenant *string              `toml:"local_tenant"`
+	Tenants     map[string]rawTenant `toml:"tenants"`
+}
+
+type rawTenant struct {
+	Namespaces    []string  `toml:"namespaces"`
+	ClaimableFrom []string  `toml:"claimable_from"`
+	Local         bool      `toml:"local"`
+	Devices       *[]string `toml:"devices"`
+	Peers         *[]string `toml:"peers"`
+	ForkSharing   bool      `toml:"fork_sharing"`
+	Seccomp       *string   `toml:"seccomp"`
+	Container     rawLimits `toml:"container"`
+	Node          rawQuota  `toml:"node"`
+}
+
+type rawLimits struct {
+	QPs       *int64  `toml:"qps"`
+	HCAHandle *int64  `toml:"hca_handle"`
+	HCAObject *int64  `toml:"hca_object"`
+	Memlock   *string `toml:"memlock"`
+}
+
+type rawQuota struct {
+	Containers *int64  `toml:"containers"`
+	QPs        *int64  `toml:"qps"`
+	HCAHandle  *int64  `toml:"hca_handle"`
+	HCAObject  *int64  `toml:"hca_object"`
+	Memlock    *string `toml:"memlock"`
+}
+
+var (
+	labelRe   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	patternRe = regexp.MustCompile(`^[a-z0-9][-a-z0-9]{0,61}\*$`)
+	deviceRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// Parse decodes and validates a policy (named name in errors).
+func Parse(name string, data []byte) (*Policy, error) {
+	e := &Error{File: name}
+	pos, perr := keyLines(data)
+	if perr == nil {
+		// The schema has no arrays of tables; go-toml reports them without a line.
+		for _, at := range pos.arrayTables {
+			e.Problems = append(e.Problems, Problem{Line: at.line, Key: at.key,
+				Msg: "arrays of tables ([[...]]) are not part of the policy; write [tenants.NAME]"})
+		}
+		if len(e.Problems) > 0 {
+			return nil, e
+		}
+	}
+	var raw rawPolicy
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		e.Problems = decodeProblems(err, pos)
+		return nil, e
+	}
+	p := &Policy{Path: name, Tenants: map[string]*Tenant{}}
+	v := validator{pos: pos}
+	names := make([]string, 0, len(raw.Tenants))
+	for n := range raw.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		v.add("tenants", "the policy defines no tenant: add a [tenants.NAME] table (with no policy file at all, every container gets the open \"default\" tenant)")
+	}
+	for _, n := range names {
+		if t := v.tenant(n, raw.Tenants[n]); t != nil {
+			p.Tenants[n] = t
+		}
+	}
+	v.overlaps(p)
+	if raw.LocalTenant != nil {
+		lt := *raw.LocalTenant
+		switch {
+		case !labelRe.MatchString(lt):
+			v.add("local_tenant", fmt.Sprintf("%q is not a tenant name (a lowercase DNS label)", lt))
+		case !hasKey(raw.Tenants, lt):
+			v.add("local_tenant", fmt.Sprintf("names tenant %q, which the policy does not define (defined: %s)", lt, listOrNone(names)))
+		default:
+			p.LocalTenant = lt
+		}
+	}
+	if len(v.problems) > 0 {
+		sort.SliceStable(v.problems, func(i, j int) bool { return v.problems[i].Line < v.problems[j].Line })
+		e.Problems = v.problems
+		return nil, e
+	}
+	return p, nil
+}
+
+func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
+
+// validator collects problems with their lines.
+type validator struct {
+	pos      positions
+	problems []Problem
+}
+
+func (v *validator) add(key, msg string) {
+	v.problems = append(v.problems, Problem{Line: v.pos.line(key), Key: key, Msg: msg})
+}
+
+func (v *validator) tenant(name string, r rawTenant) *Tenant {
+	base := "tenants." + name
+	n0 := len(v.problems)
+	if !labelRe.MatchString(name) {
+		v.add(base, fmt.Sprintf("tenant name %q is not a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)", name))
+	}
+	t := &Tenant{Name: name, Local: r.Local, ForkSharing: r.ForkSharing, Seccomp: SeccompBaseline}
+	t.Namespaces = v.patterns(base+".namespaces", r.Namespaces)
+	t.ClaimableFrom = v.patterns(base+".claimable_from", r.ClaimableFrom)
+	if r.Devices != nil {
+		t.Devices = []string{}
+		seen := map[string]bool{}
+		for i, d := range *r.Devices {
+			k := fmt.Sprintf("%s.devices[%d]", base, i)
+			switch {
+			case !deviceRe.MatchString(d):
+				v.add(k, fmt.Sprintf("%q is not an RDMA device name", d))
+			case seen[d]:
+				v.add(k, fmt.Sprintf("device %q listed twice", d))
+			default:
+				seen[d] = true
+				t.Devices = append(t.Devices, d)
+			}
+		}
+	}
+	if r.Peers != nil {
+		t.Peers = []PeerRule{}
+		for i, s := range *r.Peers {
+			k := fmt.Sprintf("%s.peers[%d]", base, i)
+			pr, err := ParsePeerRule(s)
+			if err != nil {
+				v.add(k, err.Error())
+				continue
+			}
+			t.Peers = append(t.Peers, pr)
+		}
+	}
+	if r.Seccomp != nil {
+		switch *r.Seccomp {
+		case SeccompNone, SeccompBaseline:
+			t.Seccomp = *r.Seccomp
+		default:
+			v.add(base+".seccomp", fmt.Sprintf("%q: want %q or %q", *r.Seccomp, SeccompNone, SeccompBaseline))
+		}
+	}
+	c, q := base+".container", base+".node"
+	t.Container.QPs = v.count(c+".qps", r.Container.QPs, MaxQPs)
+	t.Container.HCAHandle = uint32(v.count(c+".hca_handle", r.Container.HCAHandle, math.MaxUint32))
+	t.Container.HCAObject = uint32(v.count(c+".hca_object", r.Container.HCAObject, math.MaxUint32))
+	t.Container.Memlock = v.memlock(c+".memlock", r.Container.Memlock)
+	t.Node.Containers = v.count(q+".containers", r.Node.Containers, math.MaxInt64)
+	t.Node.QPs = v.count(q+".qps", r.Node.QPs, math.MaxInt64)
+	t.Node.HCAHandle = v.count(q+".hca_handle", r.Node.HCAHandle, math.MaxInt64)
+	t.Node.HCAObject = v.count(q+".hca_object", r.Node.HCAObject, math.MaxInt64)
+	t.Node.Memlock = v.memlock(q+".memlock", r.Node.Memlock)
+	if t.Node.Memlock == config.MemlockUnlimited {
+		t.Node.Memlock = 0 // an unlimited quota is no quota
+	}
+
+	// A node quota needs a per-container charge, and a per-container limit
+	// above the node quota could never be met.
+	type pair struct {
+		res        string
+		per, total uint64
+	}
+	for _, pr := range []pair{
+		{"qps", t.Container.QPs, t.Node.QPs},
+		{"hca_handle", uint64(t.Container.HCAHandle), t.Node.HCAHandle},
+		{"hca_object", uint64(t.Container.HCAObject), t.Node.HCAObject},
+		{"memlock", t.Container.Memlock, t.Node.Memlock},
+	} {
+		switch {
+		case pr.total == 0:
+		case pr.per == 0 || pr.per == config.MemlockUnlimited:
+			v.add(q+"."+pr.res, fmt.Sprintf("a node-wide quota needs a finite per-container limit to charge each container: set %s.%s", c, pr.res))
+		case pr.per > pr.total:
+			v.add(c+"."+pr.res, fmt.Sprintf("per-container limit %s is above the tenant's node-wide quota %s.%s = %s: no container could ever start",
+				fmtAmount(pr.res, pr.per), q, pr.res, fmtAmount(pr.res, pr.total)))
+		}
+	}
+	if len(v.problems) > n0 {
+		return nil
+	}
+	return t
+}
+
+func fmtAmount(res string, n uint64) string {
+	if res == "memlock" {
+		return HumanBytes(n)
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// patterns validates namespace names and patterns.
+func (v *validator) patterns(key string, in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i, s := range in {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case s == "*" || labelRe.MatchString(s) || patternRe.MatchString(s):
+			if seen[s] {
+				v.add(k, fmt.Sprintf("%q listed twice", s))
+				continue
+			}
+			seen[s] = true
+			out = append(out, s)
+		default:
+			v.add(k, fmt.Sprintf("%q is not a namespace name (a lowercase DNS label), a \"prefix*\" pattern or \"*\"", s))
+		}
+	}
+	return out
+}
+
+func (v *validator) count(key string, p *int64, max uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	if *p < 1 || uint64(*p) > max {
+		v.add(key, fmt.Sprintf("%d: want 1 to %d (remove the key for no limit)", *p, max))
+		return 0
+	}
+	return uint64(*p)
+}
+
+func (v *validator) memlock(key string, p *string) uint64 {
+	if p == nil {
+		return 0
+	}
+	n, err := config.ParseMemlock(*p)
+	if err != nil {
+		v.add(key, strings.TrimSuffix(err.Error(), ": "+errdefs.ErrInvalidArgument.Error()))
+		return 0
+	}
+	return n
+}
+
+// overlaps refuses a namespace (or pattern) that maps to two tenants.
+func (v *validator) overlaps(p *Policy) {
+	owner := map[string]string{}
+	names := make([]string, 0, len(p.Tenants))
+	for n := range p.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for i, ns := range p.Tenants[n].Namespaces {
+			if o, ok := owner[ns]; ok {
+				v.add(fmt.Sprintf("tenants.%s.namespaces[%d]", n, i),
+					fmt.Sprintf("namespace %q already maps to tenant %q: a namespace belongs to one tenant (use claimable_from to share)", ns, o))
+				continue
+			}
+			owner[ns] = n
+		}
+	}
+}
+
+// ParsePeerRule parses "CIDR", "CIDR:PORT", "CIDR:LOW-HIGH", "[IPv6CIDR]:PORT".
+func ParsePeerRule(s string) (PeerRule, error) {
+	r := PeerRule{Text: s, MinPort: 1, MaxPort: 65535}
+	cidr, ports := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.Index(s, "]")
+		if end < 0 {
+			return r, fmt.Errorf("%q: missing ']' after the IPv6 network", s)
+		}
+		cidr, ports = s[1:end], s[end+1:]
+		if ports != "" {
+			if !strings.HasPrefix(ports, ":") {
+				return r, fmt.Errorf("%q: want [IPv6/bits]:PORT", s)
+			}
+			ports = ports[1:]
+		}
+	} else if strings.Count(s, ":") == 1 {
+		cidr, ports, _ = strings.Cut(s, ":")
+	}
+	if !strings.Contains(cidr, "/") {
+		return r, fmt.Errorf("%q: want a network in CIDR notation with an optional port or port range (10.0.0.0/8, 10.0.0.0/8:18515, 10.0.0.0/8:18000-18999, [fd00::/8]:18515)", s)
+	}
+	pfx, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return r, fmt.Errorf("%q: %q is not a network in CIDR notation", s, cidr)
+	}
+	if pfx.Masked() != pfx {
+		return r, fmt.Errorf("%q: %s has host bits set; the network is %s", s, cidr, pfx.Masked())
+	}
+	r.Prefix = pfx
+	if ports != "" {
+		lo, hi, isRange := strings.Cut(ports, "-")
+		if !isRange {
+			hi = lo
+		}
+		l, err1 := strconv.ParseUint(lo, 10, 16)
+		h, err2 := strconv.ParseUint(hi, 10, 16)
+		if err1 != nil || err2 != nil || l == 0 || h == 0 {
+			return r, fmt.Errorf("%q: port %q is not 1-65535 or a range LOW-HIGH of them", s, ports)
+		}
+		if l > h {
+			return r, fmt.Errorf("%q: port range %s is empty (LOW above HIGH)", s, ports)
+		}
+		r.MinPort, r.MaxPort = uint16(l), uint16(h)
+	}
+	return r, nil
+}
+
+// HumanBytes formats a byte count the way the config accepts it.
+func HumanBytes(n uint64) string {
+	switch {
+	case n == config.MemlockUnlimited:
+		return "unlimited"
+	case n == 0:
+		return "0"
+	case n%(1<<40) == 0:
+		return fmt.Sprintf("%dTiB", n>>40)
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatUint(n, 10)
+}

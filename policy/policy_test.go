@@ -1,0 +1,416 @@
+package policy
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+)
+
+// TestBadPolicies: every file under testdata/bad is refused with an
+// InvalidArgument error naming the file and carrying each "# want:" line.
+func TestBadPolicies(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 40 {
+		t.Fatalf("only %d bad policies in testdata/bad; the corpus needs at least 40", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wants []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if w, ok := strings.CutPrefix(l, "# want: "); ok {
+					wants = append(wants, w)
+				}
+			}
+			if len(wants) == 0 {
+				t.Fatal("no \"# want:\" line")
+			}
+			p, err := Load(f)
+			if err == nil {
+				t.Fatalf("Load accepted it: %+v", p)
+			}
+			if !errdefs.IsInvalidArgument(err) {
+				t.Errorf("error %q is not InvalidArgument", err)
+			}
+			if !strings.Contains(err.Error(), f) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			for _, w := range wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%s", w, err)
+				}
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || len(pe.Problems) == 0 {
+				t.Fatalf("error %T is not a *policy.Error with problems", err)
+			}
+			for _, pr := range pe.Problems {
+				if pr.Line == 0 && !strings.Contains(pr.Msg, "defines no tenant") {
+					t.Errorf("problem %q has no line", pr)
+				}
+			}
+		})
+	}
+}
+
+func TestGoodPolicies(t *testing.T) {
+	files, _ := filepath.Glob("testdata/good/*.toml")
+	files = append(files, filepath.Join("..", "examples", "policy.toml"))
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.IsOpen() || p.Path != f || len(p.Tenants) == 0 {
+				t.Fatalf("Load = %+v", p)
+			}
+		})
+	}
+}
+
+func TestParseFull(t *testing.T) {
+	p, err := Load("testdata/good/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRule := func(s string) PeerRule {
+		r, err := ParsePeerRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	want := &Tenant{
+		Name: "a", Namespaces: []string{"a", "a-*"}, ClaimableFrom: []string{"shared", "ci-*"}, Local: true,
+		Devices: []string{},
+		Peers: []PeerRule{mustRule("10.0.0.0/8"), mustRule("192.168.1.0/24:18515"), mustRule("172.16.0.0/12:18000-18999"),
+			mustRule("[fd00::/8]:18515"), mustRule("::/0")},
+		ForkSharing: true, Seccomp: SeccompNone,
+		Container: Limits{QPs: 8, HCAHandle: 2, HCAObject: 64, Memlock: 64 << 20},
+		Node:      Quota{Containers: 10, QPs: 80, HCAHandle: 20, HCAObject: 640},
+	}
+	if got := p.Tenants["a"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("tenant a\n got %+v\nwant %+v", got, want)
+	}
+	b := &Tenant{Name: "b", Namespaces: []string{"*"}, Seccomp: SeccompBaseline}
+	if got := p.Tenants["b"]; !reflect.DeepEqual(got, b) {
+		t.Errorf("tenant b (defaults)\n got %+v\nwant %+v", got, b)
+	}
+	if p.LocalTenant != "b" {
+		t.Errorf("local_tenant = %q", p.LocalTenant)
+	}
+}
+
+func TestLoadMissingIsOpen(t *testing.T) {
+	p, err := Load(filepath.Join(t.TempDir(), "absent.toml"))
+	if err != nil || !p.IsOpen() {
+		t.Fatalf("Load(missing) = %+v, %v; want the open policy", p, err)
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	dir := t.TempDir() // a directory cannot be read as a file
+	if _, err := Load(dir); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Load(dir) = %v, want InvalidArgument naming it", err)
+	}
+}
+
+func TestParsePeerRule(t *testing.T) {
+	tests := []struct {
+		in     string
+		prefix string
+		lo, hi uint16
+	}{
+		{"10.0.0.0/8", "10.0.0.0/8", 1, 65535},
+		{"10.1.2.3/32:18515", "10.1.2.3/32", 18515, 18515},
+		{"0.0.0.0/0:1-1024", "0.0.0.0/0", 1, 1024},
+		{"[fd00::/8]:18515", "fd00::/8", 18515, 18515},
+		{"[::/0]", "::/0", 1, 65535},
+		{"fd00::/8", "fd00::/8", 1, 65535},
+	}
+	for _, tc := range tests {
+		r, err := ParsePeerRule(tc.in)
+		if err != nil {
+			t.Errorf("ParsePeerRule(%q): %v", tc.in, err)
+			continue
+		}
+		if r.Prefix.String() != tc.prefix || r.MinPort != tc.lo || r.MaxPort != tc.hi || r.Text != tc.in {
+			t.Errorf("ParsePeerRule(%q) = %+v", tc.in, r)
+		}
+	}
+	r, _ := ParsePeerRule("10.0.0.0/8:18515-18600")
+	for _, c := range []struct {
+		addr string
+		port uint16
+		ok   bool
+	}{
+		{"10.1.2.3", 18515, true}, {"10.1.2.3", 18600, true}, {"10.1.2.3", 18601, false},
+		{"11.0.0.1", 18515, false}, {"::ffff:10.0.0.1", 18515, true}, {"fd00::1", 18515, false},
+	} {
+		if got := r.Allows(netip.MustParseAddr(c.addr), c.port); got != c.ok {
+			t.Errorf("Allows(%s:%d) = %v, want %v", c.addr, c.port, got, c.ok)
+		}
+	}
+}
+
+const resolvePolicy = `
+local_tenant = "ops"
+[tenants.a]
+namespaces = ["team-a", "team-a-*"]
+claimable_from = ["ci"]
+local = true
+[tenants.b]
+namespaces = ["team-b"]
+[tenants.ops]
+namespaces = ["*"]
+[tenants.wide]
+namespaces = ["team-*"]
+`
+
+func TestResolve(t *testing.T) {
+	p, err := Parse("p.toml", []byte(resolvePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cri := func(ns string) Caller { return Caller{CRI: true, Namespace: ns} }
+	local := Caller{}
+	tests := []struct {
+		name   string
+		caller Caller
+		claim  string
+		want   string // tenant, or "" for an error
+		msg    []string
+	}{
+		{"exact namespace", cri("team-a"), "", "a", nil},
+		{"longest pattern wins", cri("team-a-dev"), "", "a", nil},
+		{"shorter pattern", cri("team-c"), "", "wide", nil},
+		{"catch-all", cri("default"), "", "ops", nil},
+		{"claim own tenant", cri("team-b"), "b", "b", nil},
+		{"claim through claimable_from", cri("ci"), "a", "a", nil},
+		{"claim through pattern", cri("team-a-x"), "a", "a", nil},
+		{"forged claim", cri("team-b"), "a", "", []string{`swift.io/tenant="a"`, `pod namespace "team-b"`, "tenants.a.claimable_from"}},
+		{"forged claim from catch-all", cri("default"), "b", "", []string{`swift.io/tenant="b"`, "may not claim"}},
+		{"claim of unknown tenant", cri("team-a"), "zz", "", []string{`swift.io/tenant="zz"`, "no such tenant"}},
+		{"empty CRI namespace", cri(""), "", "ops", nil}, // "*" matches
+		{"local default", local, "", "ops", nil},
+		{"local claim allowed", local, "a", "a", nil},
+		{"local claim of local_tenant", local, "ops", "ops", nil},
+		{"local claim refused", local, "b", "", []string{`swift.io/tenant="b"`, "local caller", "tenants.b.local = true"}},
+		{"local claim unknown", local, "zz", "", []string{"no such tenant"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.Resolve(tc.caller, tc.claim)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("Resolve = %s, want error", got.Name)
+				}
+				if !errdefs.IsPermissionDenied(err) {
+					t.Errorf("error %q is not PermissionDenied", err)
+				}
+				for _, m := range tc.msg {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("error %q does not contain %q", err, m)
+					}
+				}
+				return
+			}
+			if err != nil || got.Name != tc.want {
+				t.Fatalf("Resolve = %v, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+
+	// No catch-all and no local_tenant: unmapped pods and anonymous local callers are refused.
+	strict, err := Parse("s.toml", []byte("[tenants.a]\nnamespaces = [\"a\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Resolve(cri("other"), ""); !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), "not mapped") {
+		t.Errorf("unmapped namespace: %v", err)
+	}
+	if _, err := strict.Resolve(local, ""); !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), "local_tenant") {
+		t.Errorf("anonymous local caller: %v", err)
+	}
+}
+
+func TestResolveOpen(t *testing.T) {
+	p := Open()
+	for _, tc := range []struct {
+		c     Caller
+		claim string
+		want  string
+	}{{Caller{}, "", "default"}, {Caller{}, "t1", "t1"}, {Caller{CRI: true, Namespace: "x"}, "t2", "t2"}} {
+		got, err := p.Resolve(tc.c, tc.claim)
+		if err != nil || got.Name != tc.want || !got.Unlimited || !got.ForkSharing || got.Seccomp != SeccompNone {
+			t.Errorf("Open().Resolve(%v, %q) = %+v, %v", tc.c, tc.claim, got, err)
+		}
+	}
+}
+
+func TestCallerOf(t *testing.T) {
+	if c := CallerOf(map[string]string{CRISandboxNamespace: "ns1"}); !c.CRI || c.Namespace != "ns1" {
+		t.Errorf("CallerOf(CRI) = %+v", c)
+	}
+	if c := CallerOf(map[string]string{"swift.io/tenant": "a"}); c.CRI {
+		t.Errorf("CallerOf(local) = %+v", c)
+	}
+}
+
+func ann(t *testing.T, kv ...string) annotations.Options {
+	t.Helper()
+	m := map[string]string{annotations.RDMA: "true"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	o, err := annotations.Parse(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestAdmit(t *testing.T) {
+	p, err := Parse("p.toml", []byte(`
+[tenants.a]
+devices = ["rxe1", "mlx5_0"]
+peers = ["10.0.0.0/8:18515-18600", "[fd00::/8]:18515"]
+fork_sharing = true
+[tenants.a.container]
+qps = 8
+[tenants.nofork]
+[tenants.any]
+fork_sharing = true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, nofork, any := p.Tenants["a"], p.Tenants["nofork"], p.Tenants["any"]
+	present := []string{"rxe0", "rxe1"}
+	tests := []struct {
+		name  string
+		t     *Tenant
+		o     annotations.Options
+		want  Decision
+		class func(error) bool
+		msg   []string
+	}{
+		{"devices default to the allowed ones present", a, ann(t), Decision{Devices: []string{"rxe1"}, QPs: 8}, nil, nil},
+		{"device named and allowed", a, ann(t, annotations.Devices, "rxe1"), Decision{QPs: 8}, nil, nil},
+		{"device outside the tenant's", a, ann(t, annotations.Devices, "rxe0"), Decision{}, errdefs.IsInvalidArgument,
+			[]string{annotations.Devices, `device "rxe0"`, `tenant "a"`, "rxe1, mlx5_0"}},
+		{"no allowed device present", a, ann(t), Decision{}, nil, nil}, // replaced below
+		{"unrestricted tenant keeps every device", any, ann(t), Decision{}, nil, nil},
+		{"zygote with peers: pool × peers", a, ann(t, annotations.Zygote, "true", annotations.Pool, "3",
+			annotations.Peers, "b=10.1.1.1:18515,c=[fd00::1]:18515"), Decision{Devices: []string{"rxe1"}, QPs: 6}, nil, nil},
+		{"zygote without pool: 1 per peer", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=10.1.1.1:18600"),
+			Decision{Devices: []string{"rxe1"}, QPs: 1}, nil, nil},
+		{"pool × peers above qps", a, ann(t, annotations.Zygote, "true", annotations.Pool, "5",
+			annotations.Peers, "b=10.1.1.1:18515,c=10.1.1.2:18515"), Decision{}, errdefs.IsInvalidArgument,
+			[]string{annotations.Pool, annotations.Peers, "5 × 2 peers = 10 QPs", "tenants.a.container.qps = 8"}},
+		{"peer outside the networks", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=192.168.1.1:18515"),
+			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=192.168.1.1:18515", "10.0.0.0/8:18515-18600"}},
+		{"peer port outside", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=10.0.0.1:22"),
+			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=10.0.0.1:22"}},
+		{"peer host name under restriction", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=db.local:18515"),
+			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=db.local:18515", "IP address"}},
+		{"zygote refused", nofork, ann(t, annotations.Zygote, "true"), Decision{}, errdefs.IsInvalidArgument,
+			[]string{annotations.Zygote, `tenant "nofork"`, "tenants.nofork.fork_sharing"}},
+		{"zygote=false fine without fork sharing", nofork, ann(t, annotations.Zygote, "false"), Decision{}, nil, nil},
+		{"any peers for an unrestricted tenant", any, ann(t, annotations.Zygote, "true", annotations.Pool, "4",
+			annotations.Peers, "b=db.local:1"), Decision{QPs: 4}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pres := present
+			if tc.name == "no allowed device present" {
+				pres = []string{"rxe0"}
+				tc.class = errdefs.IsFailedPrecondition
+				tc.msg = []string{`tenant "a"`, "rxe1, mlx5_0", "present: rxe0"}
+			}
+			got, err := tc.t.Admit(tc.o, pres)
+			if tc.class != nil {
+				if err == nil || !tc.class(err) {
+					t.Fatalf("Admit = %+v, %v; want an error of the right class", got, err)
+				}
+				for _, m := range tc.msg {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("error %q does not contain %q", err, m)
+					}
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Admit = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeyLines(t *testing.T) {
+	data := []byte(`local_tenant = "a"
+[tenants.a]
+namespaces = [
+  "x",
+  "y",
+]
+container = { qps = 1 }
+[tenants.a.node]
+qps = 2
+`)
+	pos, err := keyLines(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, line := range map[string]int{
+		"local_tenant": 1, "tenants.a": 2, "tenants.a.namespaces": 3, "tenants.a.namespaces[1]": 5,
+		"tenants.a.container.qps": 7, "tenants.a.node": 8, "tenants.a.node.qps": 9, "tenants.a.node.memlock": 8,
+		"tenants.b.x": 2, "other.x": 0,
+	} {
+		if got := pos.line(key); got != line {
+			t.Errorf("line(%s) = %d, want %d", key, got, line)
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{
+		config.MemlockUnlimited: "unlimited", 0: "0", 4 << 20: "4MiB", 1 << 30: "1GiB", 3 << 40: "3TiB", 65536: "64KiB", 1000: "1000",
+	} {
+		if got := HumanBytes(n); got != want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestProblemsSortedByLine(t *testing.T) {
+	_, err := Parse("x.toml", []byte("[tenants.b]\nseccomp = \"x\"\n[tenants.a]\nseccomp = \"y\"\n"))
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("Parse = %v", err)
+	}
+	lines := make([]int, len(pe.Problems))
+	for i, p := range pe.Problems {
+		lines[i] = p.Line
+	}
+	if !sort.IntsAreSorted(lines) || len(lines) != 2 {
+		t.Errorf("problem lines %v, want 2 sorted", lines)
+	}
+}

@@ -1,0 +1,237 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+)
+
+// CRISandboxNamespace is the annotation containerd's CRI plugin puts on
+// every container of a pod: the pod's Kubernetes namespace. A workload
+// cannot set it (CRI passes only the annotations its runtime entry lists
+// in pod_annotations / container_annotations, and sets this one itself).
+const CRISandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
+
+// Caller is who asks for a container: a CRI pod of a Kubernetes namespace,
+// or a local caller (ctr, nerdctl, any containerd client run by root).
+type Caller struct {
+	CRI       bool
+	Namespace string // the pod's namespace when CRI
+}
+
+func (c Caller) String() string {
+	if c.CRI {
+		return fmt.Sprintf("pod namespace %q", c.Namespace)
+	}
+	return "local caller (no " + CRISandboxNamespace + " annotation)"
+}
+
+// CallerOf tells who asks from a container's annotations.
+func CallerOf(ann map[string]string) Caller {
+	ns, ok := ann[CRISandboxNamespace]
+	return Caller{CRI: ok, Namespace: ns}
+}
+
+// Resolve returns the tenant of a container from its caller and its
+// swift.io/tenant annotation (claim, "" when absent). Under CRI the pod's
+// namespace decides through the tenants' namespaces; a claim is honoured
+// only for a tenant that lists the namespace in namespaces or
+// claimable_from. A local caller gets local_tenant, or the tenant it
+// claims if that tenant sets local = true. Refusals are PermissionDenied
+// errors naming the caller and swift.io/tenant.
+func (p *Policy) Resolve(c Caller, claim string) (*Tenant, error) {
+	if p.open {
+		name := claim
+		if name == "" {
+			name = DefaultTenant
+		}
+		return &Tenant{Name: name, Local: true, ForkSharing: true, Seccomp: SeccompNone, Unlimited: true}, nil
+	}
+	if c.CRI {
+		home := p.tenantOf(c.Namespace, func(t *Tenant) []string { return t.Namespaces })
+		if claim == "" {
+			if home == nil {
+				return nil, fmt.Errorf("%s is not mapped to any tenant in %s (add it to a tenant's namespaces): %w",
+					c, p.Path, errdefs.ErrPermissionDenied)
+			}
+			return home, nil
+		}
+		t, err := p.claimed(c, claim)
+		if err != nil {
+			return nil, err
+		}
+		if t == home || matchAny(t.ClaimableFrom, c.Namespace) || matchAny(t.Namespaces, c.Namespace) {
+			return t, nil
+		}
+		return nil, fmt.Errorf("annotation %s=%q: %s may not claim tenant %q (list the namespace in %s or %s in %s): %w",
+			annotations.Tenant, claim, c, claim, t.Key("namespaces"), t.Key("claimable_from"), p.Path, errdefs.ErrPermissionDenied)
+	}
+	if claim == "" {
+		if p.LocalTenant == "" {
+			return nil, fmt.Errorf("a %s must name its tenant with %s (or set local_tenant in %s): %w",
+				c, annotations.Tenant, p.Path, errdefs.ErrPermissionDenied)
+		}
+		return p.Tenants[p.LocalTenant], nil
+	}
+	t, err := p.claimed(c, claim)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Local && claim != p.LocalTenant {
+		return nil, fmt.Errorf("annotation %s=%q: a %s may not claim tenant %q (set %s = true in %s): %w",
+			annotations.Tenant, claim, c, claim, t.Key("local"), p.Path, errdefs.ErrPermissionDenied)
+	}
+	return t, nil
+}
+
+func (p *Policy) claimed(c Caller, claim string) (*Tenant, error) {
+	t := p.Tenants[claim]
+	if t == nil {
+		return nil, fmt.Errorf("annotation %s=%q: no such tenant in %s (%s): %w",
+			annotations.Tenant, claim, p.Path, c, errdefs.ErrPermissionDenied)
+	}
+	return t, nil
+}
+
+// tenantOf returns the tenant whose patterns (picked by field) match ns:
+// an exact name first, else the longest "prefix*" pattern ("*" last).
+func (p *Policy) tenantOf(ns string, field func(*Tenant) []string) *Tenant {
+	var best *Tenant
+	bestLen := -1
+	names := make([]string, 0, len(p.Tenants))
+	for n := range p.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t := p.Tenants[n]
+		for _, pat := range field(t) {
+			if pat == ns {
+				return t
+			}
+			if pre, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(ns, pre) && len(pre) > bestLen {
+				best, bestLen = t, len(pre)
+			}
+		}
+	}
+	return best
+}
+
+func matchAny(patterns []string, ns string) bool {
+	for _, pat := range patterns {
+		if pat == ns {
+			return true
+		}
+		if pre, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(ns, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// Decision is what a tenant's policy grants one container.
+type Decision struct {
+	// Devices to inject: the annotation's, or the tenant's allowed devices
+	// present on the node when the annotation names none; nil means every
+	// device of the node.
+	Devices []string
+	// QPs charged to the tenant: swift.io/pool × the number of peers for a
+	// zygote with peers, else the tenant's per-container qps.
+	QPs uint64
+}
+
+// Admit checks a container's request against the tenant: devices, peers,
+// the zygote and the QP count. present lists the node's devices. Requests
+// outside the policy are InvalidArgument errors naming the annotation.
+func (t *Tenant) Admit(o annotations.Options, present []string) (Decision, error) {
+	var d Decision
+	zygote := o.Zygote != nil && *o.Zygote
+	if zygote && !t.ForkSharing && !t.Unlimited {
+		return d, fmt.Errorf("annotation %s=true: tenant %q may not use the zygote (fork sharing); set %s = true to allow it: %w",
+			annotations.Zygote, t.Name, t.Key("fork_sharing"), errdefs.ErrInvalidArgument)
+	}
+	if t.Devices != nil {
+		allowed := map[string]bool{}
+		for _, n := range t.Devices {
+			allowed[n] = true
+		}
+		if len(o.Devices) > 0 {
+			for _, n := range o.Devices {
+				if !allowed[n] {
+					return d, fmt.Errorf("annotation %s=%q: device %q is not allowed for tenant %q (allowed: %s): %w",
+						annotations.Devices, strings.Join(o.Devices, ","), n, t.Name, listOrNone(t.Devices), errdefs.ErrInvalidArgument)
+				}
+			}
+		} else {
+			d.Devices = []string{}
+			for _, n := range present {
+				if allowed[n] {
+					d.Devices = append(d.Devices, n)
+				}
+			}
+			if len(d.Devices) == 0 {
+				return d, fmt.Errorf("none of tenant %q's devices (%s) is present on this node (present: %s): %w",
+					t.Name, listOrNone(t.Devices), listOrNone(present), errdefs.ErrFailedPrecondition)
+			}
+		}
+	}
+	if t.Peers != nil {
+		for _, p := range o.Peers {
+			addr, err := netip.ParseAddr(p.Host)
+			if err != nil {
+				return d, fmt.Errorf("annotation %s: peer %s=%s:%d: tenant %q restricts peers to networks, so the peer must be an IP address: %w",
+					annotations.Peers, p.Name, p.Host, p.Port, t.Name, errdefs.ErrInvalidArgument)
+			}
+			if !t.AllowsPeer(addr, p.Port) {
+				return d, fmt.Errorf("annotation %s: peer %s=%s is not allowed for tenant %q (allowed: %s): %w",
+					annotations.Peers, p.Name, netip.AddrPortFrom(addr, p.Port), t.Name, t.peerList(), errdefs.ErrInvalidArgument)
+			}
+		}
+	}
+	d.QPs = t.Container.QPs
+	if zygote && len(o.Peers) > 0 {
+		pool := o.Pool
+		if pool == 0 {
+			pool = 1
+		}
+		d.QPs = uint64(pool) * uint64(len(o.Peers))
+		if t.Container.QPs > 0 && d.QPs > t.Container.QPs {
+			return d, fmt.Errorf("annotations %s × %s: %d × %d peers = %d QPs is above tenant %q's per-container limit %s = %d: %w",
+				annotations.Pool, annotations.Peers, pool, len(o.Peers), d.QPs, t.Name, t.Key("container.qps"), t.Container.QPs, errdefs.ErrInvalidArgument)
+		}
+	}
+	return d, nil
+}
+
+// AllowsPeer tells whether the tenant's zygotes may connect to addr:port.
+func (t *Tenant) AllowsPeer(addr netip.Addr, port uint16) bool {
+	if t.Peers == nil {
+		return true
+	}
+	for _, r := range t.Peers {
+		if r.Allows(addr, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Tenant) peerList() string {
+	var s []string
+	for _, r := range t.Peers {
+		s = append(s, r.Text)
+	}
+	return listOrNone(s)
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}

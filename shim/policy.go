@@ -1,0 +1,159 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/log"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/ledger"
+	"github.com/swift-rdma/swift-containerd/policy"
+	"github.com/swift-rdma/swift-containerd/rdma"
+	"github.com/swift-rdma/swift-containerd/seccomp"
+)
+
+// tenancy is what the tenant policy decides for one opted-in container.
+type tenancy struct {
+	policy *policy.Policy
+	tenant *policy.Tenant
+	// opts are the container's options with the tenant resolved and the
+	// devices defaulted to the tenant's.
+	opts    annotations.Options
+	limits  inject.Limits
+	seccomp *inject.Seccomp
+	devices []string // the device names injected
+	charge  ledger.Amounts
+}
+
+// decideTenancy loads the policy (fail closed: a malformed one is an
+// error), resolves the container's tenant from its caller, and checks its
+// request against the tenant. It has no side effects.
+func decideTenancy(spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory) (*tenancy, error) {
+	pol, err := policy.Load(cfg.PolicyFile())
+	if err != nil {
+		return nil, err
+	}
+	t, err := pol.Resolve(policy.CallerOf(spec.Annotations), opts.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	d, err := t.Admit(opts, inv.Names())
+	if err != nil {
+		return nil, err
+	}
+	opts.Tenant = t.Name
+	if d.Devices != nil {
+		opts.Devices = d.Devices
+	}
+	lim := inject.ConfigLimits(cfg)
+	if t.Container.HCAHandle != 0 {
+		lim.HCAHandle = t.Container.HCAHandle
+	}
+	if t.Container.HCAObject != 0 {
+		lim.HCAObject = t.Container.HCAObject
+	}
+	if t.Container.Memlock != 0 && t.Container.Memlock < lim.Memlock {
+		lim.Memlock, lim.MemlockKey, lim.MemlockText = t.Container.Memlock, t.Key("container.memlock"), ""
+	}
+	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices}
+	if len(ten.devices) == 0 {
+		ten.devices = inv.Names()
+	}
+	if t.Seccomp == policy.SeccompBaseline {
+		ten.seccomp = &inject.Seccomp{Level: seccomp.Baseline}
+	}
+	n := uint64(len(ten.devices))
+	ten.charge = ledger.Amounts{Containers: 1, QPs: d.QPs,
+		HCAHandle: uint64(lim.HCAHandle) * n, HCAObject: uint64(lim.HCAObject) * n, Memlock: lim.Memlock}
+	return ten, nil
+}
+
+// leaseRef names a lease the shim holds in the node's ledger.
+type leaseRef struct {
+	ledger    *ledger.Ledger
+	namespace string
+	id        string
+	owner     ledger.Owner
+}
+
+// containerKey returns the containerd namespace and ID of the container
+// whose bundle is bundle (.../io.containerd.runtime.v2.task/NS/ID).
+func containerKey(ctx context.Context, bundle string) (string, string) {
+	ns, ok := namespaces.Namespace(ctx)
+	if !ok || ns == "" {
+		ns = filepath.Base(filepath.Dir(bundle))
+	}
+	return ns, filepath.Base(bundle)
+}
+
+// acquireLease records the container's lease against its tenant's
+// node-wide quota. The open policy (no policy file) keeps no ledger.
+func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle string) (*leaseRef, error) {
+	if ten.policy.IsOpen() {
+		return nil, nil
+	}
+	ns, id := containerKey(ctx, bundle)
+	t := ten.tenant
+	l := ledger.New(cfg.StateDir)
+	owner := ledger.Self()
+	lease := ledger.Lease{Namespace: ns, ID: id, Tenant: t.Name, Devices: ten.devices, Charge: ten.charge,
+		Bundle: bundle, Owner: owner}
+	q := ledger.Quota{
+		Limit: ledger.Amounts{Containers: t.Node.Containers, QPs: t.Node.QPs, HCAHandle: t.Node.HCAHandle,
+			HCAObject: t.Node.HCAObject, Memlock: t.Node.Memlock},
+		Source: fmt.Sprintf("%s in %s", t.Key("node"), ten.policy.Path),
+	}
+	reclaimed, err := l.Acquire(lease, q)
+	for _, r := range reclaimed {
+		log.G(ctx).WithField("lease", r.Key()).WithField("tenant", r.Tenant).WithField("shim_pid", r.Owner.PID).
+			Info("swift: reclaimed the lease of a container that no longer exists")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &leaseRef{ledger: l, namespace: ns, id: id, owner: owner}, nil
+}
+
+// release gives the lease back; errors are logged (gc reclaims it later).
+func (r *leaseRef) release(ctx context.Context) {
+	if r == nil {
+		return
+	}
+	if _, err := r.ledger.Release(r.namespace, r.id, &r.owner); err != nil {
+		log.G(ctx).WithError(err).WithField("lease", r.namespace+"/"+r.id).
+			Warn("swift: could not release lease; `swiftctl pools gc` reclaims it once the container is gone")
+	}
+}
+
+// leases remembers the lease of each container this shim serves.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]*leaseRef
+}
+
+func (l *leases) set(id string, r *leaseRef) {
+	if r == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*leaseRef{}
+	}
+	l.m[id] = r
+}
+
+func (l *leases) take(id string) *leaseRef {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.m[id]
+	delete(l.m, id)
+	return r
+}
