@@ -96,12 +96,13 @@ EOF
 log_level = "debug"
 state_dir = "/var/lib/swift"
 
+[zygote]
+bin_dir = "/var/lib/swift/bin"
+
+# [rdma] stays last: scenarios append keys of it (swift_config)
 [rdma]
 default = false
 memlock = "unlimited"
-
-[zygote]
-bin_dir = "/var/lib/swift/bin"
 EOF
 	# Bind-mounting a directory of the 9p host share into a container
 	# hangs the guest kernel (soft lockup in runc init): give containers a
