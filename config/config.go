@@ -309,3 +309,23 @@ func ParseMemlock(s string) (uint64, error) {
 	}
 	return n * mult, nil
 }
+
+// FormatBytes prints a byte count the way ParseMemlock reads it: "unlimited",
+// a binary unit where it divides exactly (64KiB, 1GiB), else bytes.
+func FormatBytes(n uint64) string {
+	switch {
+	case n == MemlockUnlimited:
+		return "unlimited"
+	case n == 0:
+		return "0"
+	case n%(1<<40) == 0:
+		return fmt.Sprintf("%dTiB", n>>40)
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatUint(n, 10)
+}

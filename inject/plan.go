@@ -100,11 +100,11 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 	if memlock > node.MemlockHard && !node.CanRaiseMemlock {
 		text := lim.MemlockText
 		if text == "" {
-			text = humanBytes(memlock)
+			text = config.FormatBytes(memlock)
 		}
 		return nil, nil, fmt.Errorf("%s = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
 			"set %s to at most %s, or run containerd with CAP_SYS_RESOURCE (or LimitMEMLOCK=infinity): %w",
-			lim.MemlockKey, text, humanBytes(node.MemlockHard), lim.MemlockKey, humanBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
+			lim.MemlockKey, text, config.FormatBytes(node.MemlockHard), lim.MemlockKey, config.FormatBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
 	}
 	mods = append(mods, Memlock{Bytes: memlock})
 
@@ -120,18 +120,4 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		mods = append(mods, *node.Seccomp)
 	}
 	return mods, warnings, nil
-}
-
-func humanBytes(n uint64) string {
-	switch {
-	case n == config.MemlockUnlimited:
-		return "unlimited"
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%d", n)
 }

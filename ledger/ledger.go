@@ -14,6 +14,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/swift-rdma/swift-containerd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,19 +76,7 @@ func Format(resource string, n uint64) string {
 	if resource != "memlock" {
 		return strconv.FormatUint(n, 10)
 	}
-	switch {
-	case n == math.MaxUint64:
-		return "unlimited"
-	case n == 0:
-		return "0"
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return strconv.FormatUint(n, 10)
+	return config.FormatBytes(n)
 }
 
 // Owner is the shim process that holds a lease.

@@ -488,20 +488,4 @@ func ParsePeerRule(s string) (PeerRule, error) {
 }
 
 // HumanBytes formats a byte count the way the config accepts it.
-func HumanBytes(n uint64) string {
-	switch {
-	case n == config.MemlockUnlimited:
-		return "unlimited"
-	case n == 0:
-		return "0"
-	case n%(1<<40) == 0:
-		return fmt.Sprintf("%dTiB", n>>40)
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return strconv.FormatUint(n, 10)
-}
+func HumanBytes(n uint64) string { return config.FormatBytes(n) }

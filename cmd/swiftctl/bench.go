@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,7 +65,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		"shim.runs":     *runs,
 	}
 	res["shim.ratio"] = res["shim.swift_ms"].(float64) / res["shim.runc_ms"].(float64)
-	if err := mergeJSON(*out, res); err != nil {
+	if err := harness.MergeJSON(*out, res); err != nil {
 		return err
 	}
 	fmt.Printf("shim: runc.v2 %.1f ms, swift.v2 %.1f ms (median of %d paired runs), ratio %.3f -> %s\n",
@@ -84,25 +83,4 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// mergeJSON sets keys in the JSON object stored at path, keeping the others.
-func mergeJSON(path string, kv map[string]any) error {
-	m := map[string]any{}
-	if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &m); err != nil {
-			return fmt.Errorf("%s is not a JSON object: %w", path, err)
-		}
-	}
-	for k, v := range kv {
-		m[k] = v
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
