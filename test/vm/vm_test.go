@@ -2,15 +2,15 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
 // TestVM boots the soft-RoCE guest once, runs the selected scenarios in it
@@ -244,23 +244,5 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 	}
 }
 
-// mergeJSON sets keys in the JSON object stored at path, keeping the others.
-func mergeJSON(path string, kv map[string]any) error {
-	m := map[string]any{}
-	if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &m); err != nil {
-			return fmt.Errorf("%s is not a JSON object: %w", path, err)
-		}
-	}
-	for k, v := range kv {
-		m[k] = v
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+// mergeJSON merges bench figures into the JSON file named by SWIFT_BENCH_OUT.
+var mergeJSON = harness.MergeJSON
