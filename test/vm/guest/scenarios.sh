@@ -537,7 +537,7 @@ EOF
 	ver=$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')
 	rtt=$(echo "$pp" | sed -n 's/.*rtt median \([0-9.]*\) us.*/\1/p')
 	echo "DEMO ================================================================"
-	echo "DEMO Swift for containerd: RDMA fork start on soft-RoCE (rxe0, in a VM under $(grep -q -E 'vmx|svm' /proc/cpuinfo && echo KVM || echo TCG emulation))"
+	echo "DEMO Swift for containerd: RDMA fork start on soft-RoCE (rxe0 in a qemu VM, kernel $(uname -r))"
 	echo "DEMO containers da and db (runtime io.containerd.swift.v2, swift.io/zygote=true, pool 2)"
 	echo "DEMO cold start: both containers created and their QP pools connected in $cold ms"
 	echo "DEMO forked function in da -> echo function in db over a pre-connected RC QP:"
@@ -549,7 +549,7 @@ EOF
 	echo "DEMO   fork to first completed SEND   $first us"
 	echo "DEMO   warm start (fresh process: device, PD, MR, CQ, QP, connect, SEND)  $warm us"
 	[ -n "$warm" ] && [ -n "$first" ] && echo "DEMO   warm start / fork to first SEND = $(echo "$warm $first" | awk '{printf "%.1f", $1/$2}')x"
-	echo "DEMO (TCG inflates absolute times; compare the ratios)"
+	echo "DEMO (CPU emulation inflates absolute times; compare the ratios)"
 	echo "DEMO ================================================================"
 	fact sent "$sent"
 	fact verified "$ver"
