@@ -3,7 +3,6 @@ package annotations
 import (
 	"fmt"
 	"net"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,12 +69,6 @@ func (o Options) Enabled(nodeDefault bool) bool {
 	return nodeDefault
 }
 
-var (
-	labelRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	deviceRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	hostRe   = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?$`)
-)
-
 func invalid(key, value, format string, args ...any) error {
 	return fmt.Errorf("annotation %s=%q: %s: %w", key, value, fmt.Sprintf(format, args...), errdefs.ErrInvalidArgument)
 }
@@ -100,7 +93,7 @@ func Parse(annotations map[string]string) (Options, error) {
 		case Zygote:
 			o.Zygote, err = parseBool(k, v)
 		case Tenant:
-			if !labelRe.MatchString(v) {
+			if !IsLabel(v) {
 				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)")
 			}
 			o.Tenant = v
@@ -115,7 +108,7 @@ func Parse(annotations map[string]string) (Options, error) {
 		case Peers:
 			o.Peers, err = parsePeers(k, v)
 		case Name:
-			if !labelRe.MatchString(v) {
+			if !IsLabel(v) {
 				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)")
 			}
 			o.Name = v
@@ -163,7 +156,7 @@ func parseDevices(k, v string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, d := range strings.Split(v, ",") {
 		d = strings.TrimSpace(d)
-		if !deviceRe.MatchString(d) {
+		if !IsDeviceName(d) {
 			return nil, invalid(k, v, "%q is not an RDMA device name", d)
 		}
 		if seen[d] {
@@ -184,7 +177,7 @@ func parsePeers(k, v string) ([]Peer, error) {
 	for _, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
 		name, addr, ok := strings.Cut(item, "=")
-		if !ok || !labelRe.MatchString(name) {
+		if !ok || !IsLabel(name) {
 			return nil, invalid(k, v, "%q is not name=host:port with a lowercase DNS-label name", item)
 		}
 		if seen[name] {
@@ -195,7 +188,7 @@ func parsePeers(k, v string) ([]Peer, error) {
 		if err != nil {
 			return nil, invalid(k, v, "peer %q: address %q is not host:port", name, addr)
 		}
-		if net.ParseIP(host) == nil && !hostRe.MatchString(host) {
+		if net.ParseIP(host) == nil && !IsHostName(host) {
 			return nil, invalid(k, v, "peer %q: %q is not an IP address or host name", name, host)
 		}
 		p, err := strconv.ParseUint(port, 10, 16)

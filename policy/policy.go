@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/netip"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 )
 
@@ -208,12 +208,6 @@ type rawQuota struct {
 	Memlock    *string `toml:"memlock"`
 }
 
-var (
-	labelRe   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	patternRe = regexp.MustCompile(`^[a-z0-9][-a-z0-9]{0,61}\*$`)
-	deviceRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-)
-
 // Parse decodes and validates a policy (named name in errors).
 func Parse(name string, data []byte) (*Policy, error) {
 	e := &Error{File: name}
@@ -254,7 +248,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if raw.LocalTenant != nil {
 		lt := *raw.LocalTenant
 		switch {
-		case !labelRe.MatchString(lt):
+		case !annotations.IsLabel(lt):
 			v.add("local_tenant", fmt.Sprintf("%q is not a tenant name (a lowercase DNS label)", lt))
 		case !hasKey(raw.Tenants, lt):
 			v.add("local_tenant", fmt.Sprintf("names tenant %q, which the policy does not define (defined: %s)", lt, listOrNone(names)))
@@ -285,7 +279,7 @@ func (v *validator) add(key, msg string) {
 func (v *validator) tenant(name string, r rawTenant) *Tenant {
 	base := "tenants." + name
 	n0 := len(v.problems)
-	if !labelRe.MatchString(name) {
+	if !annotations.IsLabel(name) {
 		v.add(base, fmt.Sprintf("tenant name %q is not a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)", name))
 	}
 	t := &Tenant{Name: name, Local: r.Local, ForkSharing: r.ForkSharing, Seccomp: SeccompBaseline}
@@ -297,7 +291,7 @@ func (v *validator) tenant(name string, r rawTenant) *Tenant {
 		for i, d := range *r.Devices {
 			k := fmt.Sprintf("%s.devices[%d]", base, i)
 			switch {
-			case !deviceRe.MatchString(d):
+			case !annotations.IsDeviceName(d):
 				v.add(k, fmt.Sprintf("%q is not an RDMA device name", d))
 			case seen[d]:
 				v.add(k, fmt.Sprintf("device %q listed twice", d))
@@ -382,7 +376,7 @@ func (v *validator) patterns(key string, in []string) []string {
 	for i, s := range in {
 		k := fmt.Sprintf("%s[%d]", key, i)
 		switch {
-		case s == "*" || labelRe.MatchString(s) || patternRe.MatchString(s):
+		case s == "*" || annotations.IsLabel(s) || annotations.IsLabelPattern(s):
 			if seen[s] {
 				v.add(k, fmt.Sprintf("%q listed twice", s))
 				continue
