@@ -29,6 +29,8 @@ const (
 	ScenarioZygote          = "zygote"
 	ScenarioForkBench       = "fork-bench"
 	ScenarioDemo            = "demo"
+	ScenarioDoctor          = "doctor"
+	ScenarioPolicy          = "policy"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 )
@@ -36,7 +38,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote,
+	ScenarioZygote, ScenarioDoctor, ScenarioPolicy,
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.

@@ -222,6 +222,20 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 			}
 			t.Logf("fork bench: %v -> %s", res, out)
 		}
+	case ScenarioDoctor:
+		for _, k := range []string{"rdma.kernel", "rdma.devices", "rdma.device_rxe0", "rdma.cm", "rdma.netns",
+			"rdma.copy_on_fork", "rdma.cgroup", "memlock", "containerd", "runc"} {
+			want(k, "OK")
+		}
+		if f["rdma.provider_rxe0"] == "" || f["rdma.provider_rxe0"] == "FAIL" {
+			t.Errorf("%s: rdma.provider/rxe0 = %q, want a fork-sharing verdict", name, f["rdma.provider_rxe0"])
+		}
+	case ScenarioPolicy:
+		if !regexp.MustCompile(`rxe0 hca_handle=3 hca_object=40`).MatchString(f["rdma_max"]) {
+			t.Errorf("%s: rdma.max = %q, want rxe0 hca_handle=3 hca_object=40 from the policy", name, f["rdma_max"])
+		}
+		want("vm_readv", "Operation not permitted")
+		want("ptrace", "Operation not permitted")
 	case ScenarioDemo:
 		want("verified", "1000")
 		if b, err := os.ReadFile(res.LogPath); err == nil {

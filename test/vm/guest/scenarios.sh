@@ -19,6 +19,9 @@
 #                      100 sequential and 8 concurrent forks, new-destination
 #                      path, peer down at start, wrong tenant refused, crash
 #                      isolation, signals and exit status
+#   doctor             swiftctl doctor on the rxe node
+#   policy             tenant policy: rdma.max and seccomp baseline (EPERM for
+#                      ptrace/process_vm_readv of a sibling function)
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -557,6 +560,64 @@ EOF
 	[ "$ver" = 1000 ] || fail "only $ver of 1000 messages verified"
 }
 
+# The node report on a real rxe node.
+scenario_doctor() {
+	need_rxe
+	SWIFT_CONFIG=$W/swift.toml "$SWIFTVM_BIN_DIR/swiftctl" doctor --containerd "$SWIFTVM_CONTAINERD_DIR/containerd"
+	echo "doctor exit $?"
+	SWIFT_CONFIG=$W/swift.toml "$SWIFTVM_BIN_DIR/swiftctl" doctor --json --containerd "$SWIFTVM_CONTAINERD_DIR/containerd" >"$W/doctor.json"
+	# one fact per check: its status
+	awk -F'"' '/"check":/ {c=$4} /"status":/ {print c "=" $4}' "$W/doctor.json" | tr '/' '_' >>"$R/$name.facts"
+	cat "$R/$name.facts"
+}
+
+# Tenant policy on a real rxe node: rdma.max from the policy, the baseline
+# seccomp level against a forked sibling.
+scenario_policy() {
+	need_rxe
+	need_containerd
+	cat >"$W/policy.toml" <<EOF
+[tenants.t1]
+local = true
+fork_sharing = true
+seccomp = "baseline"
+[tenants.t1.container]
+hca_handle = 3
+hca_object = 40
+EOF
+	{
+		echo "policy_path = \"$W/policy.toml\""
+		cat "$W/swift.default.toml"
+	} >"$W/swift.toml"
+	zrun p1 p1 18545 t1 "p2=10.0.2.15:18546" 1
+	pid=""
+	i=0
+	while [ -z "$pid" ] && [ $i -lt 40 ]; do
+		pid=$(ctr_ task ls 2>/dev/null | awk '$1 == "p1" && $3 == "RUNNING" {print $2}')
+		sleep 0.25
+		i=$((i + 1))
+	done
+	[ -n "$pid" ] || fail "p1 is not running"
+	cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+	max=$(tr '\n' ';' <"/sys/fs/cgroup$cg/rdma.max")
+	log "rdma.max of p1: $max"
+	fact rdma_max "$max"
+	zexec p1 /.swift/bin/swift-run --no-qp -- qpinfo 6000 >"$W/sib.txt" 2>&1 &
+	spid=$!
+	i=0
+	while ! grep -q '^pid=' "$W/sib.txt" && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+	sib=$(sed -n 's/^pid=\([0-9]*\).*/\1/p' "$W/sib.txt")
+	log "sibling function pid $sib (in the container)"
+	out=$(zexec p1 /.swift/bin/swift-run --no-qp -- peek "$sib" 2>&1)
+	echo "$out"
+	fact vm_readv "$(echo "$out" | sed -n 's/^process_vm_readv([0-9]*): //p')"
+	fact ptrace "$(echo "$out" | sed -n 's/^ptrace([0-9]*): //p')"
+	wait $spid
+	echo "--- p1.out"; cat "$W/p1.out"
+	zstop p1
+	cp "$W/swift.default.toml" "$W/swift.toml"
+}
+
 scenario_broken() {
 	echo "this scenario fails on purpose (SWIFT_VM_BROKEN=${SWIFTVM_BROKEN:-})"
 	if [ "${SWIFTVM_BROKEN:-}" = hang ]; then
@@ -567,7 +628,7 @@ scenario_broken() {
 }
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | fork-bench | demo | broken)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | broken)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
