@@ -13,6 +13,7 @@ import (
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 	"github.com/swift-rdma/swift-containerd/test/harness"
 )
@@ -54,8 +55,15 @@ func startNode(t *testing.T, ctx context.Context) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tenant comes from the pod's namespace through the policy; the
+	// pod does not name one.
+	policyPath := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(policyPath, []byte("[tenants.team-a]\nnamespaces = [\"default\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	nodeCfg := filepath.Join(dir, "swift.toml")
-	body := fmt.Sprintf("log_level = \"debug\"\n[rdma]\nsys_root = %q\ndev_root = %q\nmemlock = \"4MiB\"\n", tree.SysRoot, tree.DevRoot)
+	body := fmt.Sprintf("log_level = \"debug\"\nstate_dir = %q\npolicy_path = %q\n[rdma]\nsys_root = %q\ndev_root = %q\nmemlock = \"4MiB\"\n",
+		filepath.Join(dir, "state"), policyPath, tree.SysRoot, tree.DevRoot)
 	if err := os.WriteFile(nodeCfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +201,19 @@ func TestPodThroughSwiftRuntime(t *testing.T) {
 	n.crictl(ctx, "start", plain)
 	t.Logf("create+start of 2 containers in %v", time.Since(step).Round(time.Millisecond))
 
+	// The app container's lease is the tenant of the pod's namespace.
+	leases, err := ledger.New(filepath.Join(n.dir, "state")).List()
+	if err != nil {
+		t.Fatalf("ledger: %v", err)
+	}
+	tenants := map[string]string{}
+	for _, l := range leases {
+		tenants[l.ID] = l.Tenant
+	}
+	if tenants[app] != "team-a" || len(leases) != 1 {
+		t.Errorf("leases %v: want exactly the app container's, of tenant team-a (namespace default)", tenants)
+	}
+
 	// The pod's shim is Swift's: CRI groups a pod's containers in the
 	// shim started for the sandbox.
 	shims := shimProcs(pod)
@@ -292,6 +313,9 @@ func TestPodThroughSwiftRuntime(t *testing.T) {
 	n.crictl(ctx, "rmp", pod)
 	t.Logf("stopp+rmp in %v", time.Since(step).Round(time.Millisecond))
 	assertNothingLeft(t, n, ctx, pod, app, plain)
+	if leases, err := ledger.New(filepath.Join(n.dir, "state")).List(); err != nil || len(leases) != 0 {
+		t.Errorf("ledger after rmp: %v (%v), want empty", leases, err)
+	}
 	calls, _ = os.ReadFile(n.wrapperLog)
 	for _, id := range []string{pod, app, plain} {
 		if !hasCall(string(calls), "delete", id) {
