@@ -28,11 +28,12 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
 	$(MAKE) -s -C zygote OUT=$(BIN)
+	$(MAKE) -s -C preload OUT=$(BIN)
 
 install: build
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
-	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(PREFIX)/lib/swift/
+	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
 
 deps:
 	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION)
@@ -44,6 +45,7 @@ lint:
 unit: lint
 	$(GO) test -count=1 $(UNIT_PKGS)
 	$(MAKE) -s -C zygote test OUT=$(BIN)
+	$(MAKE) -s -C preload test OUT=$(BIN)
 
 # Each fuzz target runs for FUZZTIME on top of its seed corpus.
 fuzz:
@@ -51,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./shim
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./verbs
 
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration
@@ -73,7 +76,7 @@ test: deps build unit fuzz integration cri matrix test-vm
 bench: deps build
 	@mkdir -p $(OUT)
 	$(BIN)/swiftctl bench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
-	SWIFT_VM_SCENARIOS=fork-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
 		$(GO) test -count=1 -v -timeout 30m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json
 

@@ -16,6 +16,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/rdma"
+	"github.com/swift-rdma/swift-containerd/verbs"
 )
 
 // SpecFile is the OCI spec's name inside a bundle.
@@ -93,6 +94,13 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	mods, warnings, err := inject.Plan(cfg, opts, in)
 	if err != nil {
 		return nil, err
+	}
+	vd := inject.DecideVerbs(opts.Verbs, verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}}))
+	if vd.Warning != "" {
+		warnings = append(warnings, vd.Warning)
+	}
+	if vd.Modifier != nil {
+		mods = append(mods, *vd.Modifier)
 	}
 	for _, w := range warnings {
 		log.G(ctx).Warn("swift: " + w)

@@ -19,6 +19,7 @@ commands:
                         RDMA leases in the node's ledger: usage and quota per tenant
   pools gc [--dry-run]  reclaim the leases of containers that no longer exist
   devices               list the node's RDMA devices and their uverbs nodes
+  cache build|check|show  profile libibverbs and build, check (exit 1 unless valid) or show the node's verbs cache
   bench                 run the benchmarks and write out/bench.json
   install containerd    add the swift runtime to containerd's config (a drop-in; --dry-run shows the diff)
   uninstall containerd  remove what install containerd added
@@ -46,6 +47,8 @@ func main() {
 		err = cmdPolicy(os.Args[2:])
 	case "pools":
 		err = cmdPools(os.Args[2:])
+	case "cache":
+		err = cmdCache(ctx, os.Stdout, os.Args[2:])
 	case "bench":
 		err = cmdBench(ctx, os.Args[2:])
 	case "install":

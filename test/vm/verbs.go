@@ -46,9 +46,25 @@ func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
 	return kv, nil
 }
 
-// WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input.
-func WriteVerbsChart(w io.Writer, stock, cached verbs.Profile) error {
-	ms, mc := stock.Medians(), cached.Medians()
+// VerbsTrimmedKeys adds the cached container's runs without the preload
+// (provider trimming alone): verbs.trimmed_ms and verbs.calls.trimmed.*.
+func VerbsTrimmedKeys(kv map[string]any, trimmed verbs.Profile) {
+	m := trimmed.Medians()
+	if m["critical"] <= 0 {
+		return
+	}
+	kv["verbs.trimmed_ms"] = m["critical"] / 1000
+	kv["verbs.process.trimmed_ms"] = m["process"] / 1000
+	kv["verbs.calls.trimmed.preload_init_ms"] = m["init"] / 1000
+	for _, c := range verbs.Calls {
+		kv["verbs.calls.trimmed."+c+"_ms"] = m[c] / 1000
+	}
+}
+
+// WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input;
+// trimmed (provider trimming without the preload) is drawn when it has runs.
+func WriteVerbsChart(w io.Writer, stock, cached, trimmed verbs.Profile) error {
+	ms, mc, mt := stock.Medians(), cached.Medians(), trimmed.Medians()
 	conv := func(m map[string]float64) map[string]float64 {
 		out := map[string]float64{"critical path": m["critical"] / 1000, "preload init": m["init"] / 1000}
 		for _, c := range verbs.Calls {
@@ -57,10 +73,14 @@ func WriteVerbsChart(w io.Writer, stock, cached verbs.Profile) error {
 		return out
 	}
 	rows := append([]string{"critical path", "preload init"}, verbs.Calls...)
-	title := fmt.Sprintf("libibverbs control plane in a container (rxe, TCG VM), median of %d runs: stock %.1f ms, cached %.1f ms, %.1fx",
+	title := fmt.Sprintf("verbs control plane in a container (rxe, qemu), median of %d runs: stock %.1f ms, cached %.1f ms (%.1fx)",
 		len(stock.Runs), ms["critical"]/1000, mc["critical"]/1000, ms["critical"]/mc["critical"])
-	return verbs.WriteChartSVG(w, title, "ms", rows, []verbs.ChartSeries{
+	series := []verbs.ChartSeries{
 		{Name: "stock", Color: "#c0392b", Values: conv(ms)},
 		{Name: "cached (swift.io/verbs=cached)", Color: "#27ae60", Values: conv(mc)},
-	})
+	}
+	if mt["critical"] > 0 {
+		series = append(series, verbs.ChartSeries{Name: "trimmed libibverbs.d only (no preload)", Color: "#7f8c8d", Values: conv(mt)})
+	}
+	return verbs.WriteChartSVG(w, title, "ms", rows, series)
 }

@@ -62,6 +62,19 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 				atLeast(p+"_"+c+"_us", 0.1)
 			}
 		}
+		// error-triggered revalidation: served a wrong max_sge, ibv_create_qp
+		// fails for both QPs, the device is re-queried once, both retried with
+		// the real limit, one log line, the pingpong works
+		want("reval_exit", "0")
+		want("reval_cache_state", "stale")
+		want("reval_served", "1")
+		want("reval_revalidations", "1")
+		want("reval_retries", "2")
+		want("reval_pingpong", "ok")
+		want("reval_log", "1")
+		if mx, n := atoiOr(f["reval_max_sge"]), atoiOr(f["reval_qp_send_sge"]); n <= 0 || n*2 > mx {
+			t.Errorf("%s: QPs got %d send SGEs with a cached max_sge of %d, want at most half (the real limit)", name, n, mx)
+		}
 		t.Logf("%s: critical path stock %s µs, cached %s µs (3 runs each; verbs-bench measures properly)",
 			name, f["stock_critical_us"], f["cached_critical_us"])
 	case ScenarioVerbsInvalidate:
@@ -113,10 +126,16 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		trimmed, err := readProfile(filepath.Join(r.Dir, "verbs-bench-trimmed.prof"))
+		if err != nil {
+			t.Errorf("%s: trimmed profile: %v", name, err)
+		}
+		VerbsTrimmedKeys(kv, trimmed)
 		sp := kv["verbs.speedup"].(float64)
-		t.Logf("%s: critical path stock %.1f ms, cached %.1f ms, speedup %.2fx (target %dx: met %v); ibv_get_device_list %.1f -> %.1f ms",
+		t.Logf("%s: critical path stock %.1f ms, cached %.1f ms, speedup %.2fx (target %dx: met %v); ibv_get_device_list %.1f -> %.1f ms; preload init %.1f ms; trimmed only %v ms",
 			name, kv["verbs.stock_ms"], kv["verbs.cached_ms"], sp, VerbsTargetSpeedup, sp >= VerbsTargetSpeedup,
-			kv["verbs.calls.stock.ibv_get_device_list_ms"], kv["verbs.calls.cached.ibv_get_device_list_ms"])
+			kv["verbs.calls.stock.ibv_get_device_list_ms"], kv["verbs.calls.cached.ibv_get_device_list_ms"],
+			kv["verbs.calls.cached.preload_init_ms"], kv["verbs.trimmed_ms"])
 		if sp <= 1 {
 			t.Errorf("%s: the cached path is not faster (speedup %.2f)", name, sp)
 		}
@@ -129,7 +148,7 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 			}
 			cf, err := os.Create(chart)
 			if err == nil {
-				err = WriteVerbsChart(cf, stock, cached)
+				err = WriteVerbsChart(cf, stock, cached, trimmed)
 				if cerr := cf.Close(); err == nil {
 					err = cerr
 				}
@@ -143,6 +162,14 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 	if t.Failed() {
 		t.Logf("%s facts: %v", name, f)
 	}
+}
+
+func atoiOr(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func readProfile(path string) (verbs.Profile, error) {
@@ -194,7 +221,15 @@ func TestVerbsBenchKeys(t *testing.T) {
 		t.Error("VerbsBenchKeys(no stock runs): want error")
 	}
 	var b strings.Builder
-	if err := WriteVerbsChart(&b, stock, cached); err != nil || !strings.Contains(b.String(), "5.0x") {
+	if err := WriteVerbsChart(&b, stock, cached, verbs.Profile{}); err != nil || !strings.Contains(b.String(), "5.0x") || strings.Contains(b.String(), "trimmed") {
 		t.Errorf("chart: %v %.200s", err, b.String())
+	}
+	VerbsTrimmedKeys(kv, cached)
+	if kv["verbs.trimmed_ms"] != 50.0 || kv["verbs.calls.trimmed.ibv_get_device_list_ms"] != 39.0 {
+		t.Errorf("trimmed keys: %v %v", kv["verbs.trimmed_ms"], kv["verbs.calls.trimmed.ibv_get_device_list_ms"])
+	}
+	b.Reset()
+	if err := WriteVerbsChart(&b, stock, cached, cached); err != nil || !strings.Contains(b.String(), "trimmed") {
+		t.Errorf("chart with trimmed: %v", err)
 	}
 }

@@ -38,11 +38,11 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioDoctor, ScenarioPolicy,
+	ScenarioZygote, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.
-var BenchScenarios = []string{ScenarioForkBench, ScenarioDemo}
+var BenchScenarios = []string{ScenarioForkBench, ScenarioVerbsBench, ScenarioDemo}
 
 // NeedsContainerd reports whether a scenario runs containers (and so needs
 // containerd, runc and the Swift shim).

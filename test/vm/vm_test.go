@@ -236,6 +236,8 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		}
 		want("vm_readv", "Operation not permitted")
 		want("ptrace", "Operation not permitted")
+	case ScenarioVerbs, ScenarioVerbsInvalidate, ScenarioVerbsBench:
+		checkVerbs(t, r, name)
 	case ScenarioDemo:
 		want("verified", "1000")
 		if b, err := os.ReadFile(res.LogPath); err == nil {

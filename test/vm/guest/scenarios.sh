@@ -627,8 +627,10 @@ scenario_broken() {
 	exit 3
 }
 
+. "$(dirname "$0")/verbs.sh"
+
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | broken)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | broken)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;

@@ -6,7 +6,10 @@
 #                     swift.io/verbs=cached and one with stock both run the
 #                     full control-plane sequence (swift-profile, per-call
 #                     timings) and an RC pingpong; the cached one has the
-#                     preload, the trimmed libibverbs.d and cached answers
+#                     preload, the trimmed libibverbs.d and cached answers;
+#                     then error-triggered revalidation with a cache whose
+#                     max_sge is wrong (QPs sized from it: create fails,
+#                     the preload re-queries, says so once, retries right)
 #   verbs-invalidate  cache built with rxe0; rxe1 added (on dummy0, or lo
 #                     when the guest has no dummy module): cache
 #                     check says stale and why, new containers run stock and
@@ -18,8 +21,10 @@
 #                     right device list, a clear log line
 #   verbs-bench       stock and cached containers side by side, fresh
 #                     process per run, $SWIFTVM_VERBS_RUNS runs each (default
-#                     20), alternating rounds; raw swift-profile output in
-#                     $R/verbs-bench-{stock,cached}.prof for the host
+#                     20), alternating rounds, plus the cached container
+#                     without the preload ("trimmed": provider trimming
+#                     alone); raw swift-profile output in
+#                     $R/verbs-bench-{stock,cached,trimmed}.prof for the host
 
 VERBS_STATE=/var/lib/swift/verbs
 
@@ -148,6 +153,43 @@ scenario_verbs() {
 	vfacts cached "$W/vcached.log"
 	vfacts stock "$W/vstock.log"
 	grep -q 'swift: .*verbs' "$R/containerd.log" && grep 'swift: .*verbs' "$R/containerd.log" | tail -n 3
+
+	# Error-triggered revalidation: a copy of the cache whose max_sge is
+	# twice the device's (checksum resealed, so the preload trusts it). A
+	# process that sizes its QPs from ibv_query_device gets the wrong
+	# value, ibv_create_qp fails, the preload re-queries the device, says
+	# once that the cache is wrong, and retries with the real limit.
+	log "error-triggered revalidation with a wrong max_sge"
+	d=$(vcache check | sed 's/^valid: //')
+	rm -rf "$W/vtamper"
+	cp -a "$d" "$W/vtamper"
+	python3 -c '
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+off = 384 + 192 + 120  # device 0, struct ibv_device_attr.max_sge
+v = struct.unpack_from("<i", b, off)[0]
+struct.pack_into("<i", b, off, v * 2)
+h = 0xcbf29ce484222325
+for x in b[24:]:
+    h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+struct.pack_into("<Q", b, 16, h)
+open(p, "wb").write(b)
+print("max_sge %d -> %d" % (v, v * 2))
+' "$W/vtamper/snapshot.bin" || fail "cannot rewrite the snapshot copy"
+	swift-profile --runs 1 --device rxe0 --pingpong 10 --size-from-device --config-dir "$W/vtamper/libibverbs.d" \
+		--preload "$W/vtamper/libswiftverbs.so" --cache "$W/vtamper" >"$W/vreval.log" 2>&1
+	fact reval_exit $?
+	cat "$W/vreval.log"
+	fact reval_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_served "$(sed -n 's/^run=.* served=\([0-9]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_revalidations "$(sed -n 's/^run=.* revalidations=\([0-9]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_retries "$(sed -n 's/^run=.* retries=\([0-9]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_pingpong "$(sed -n 's/^run=.* pingpong=\([a-z]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_max_sge "$(sed -n 's/^run=.* max_sge=\([0-9]*\) .*/\1/p' "$W/vreval.log")"
+	fact reval_qp_send_sge "$(sed -n 's/^run=.* qp_send_sge=\([0-9]*\).*/\1/p' "$W/vreval.log")"
+	fact reval_log "$(grep -c '^swiftverbs: cached attributes no longer match the device (rxe0): using the real verbs calls$' "$W/vreval.log")"
+	rm -rf "$W/vtamper"
 	verbs_reset
 	log "done"
 }
@@ -251,6 +293,7 @@ scenario_verbs_bench() {
 	vstart vbcached cached
 	: >"$R/verbs-bench-stock.prof"
 	: >"$R/verbs-bench-cached.prof"
+	: >"$R/verbs-bench-trimmed.prof"
 	# Alternate rounds so that drift (page cache, TCG translation cache)
 	# hits both paths alike; one warm-up exec each first.
 	vexec vbstock swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
@@ -260,13 +303,15 @@ scenario_verbs_bench() {
 		log "round $((r + 1))/$rounds: $per runs each"
 		vexec vbstock swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-stock.prof" 2>>"$W/vbstock.err"
 		vexec vbcached swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-cached.prof" 2>>"$W/vbcached.err"
+		# the cached container without the preload: provider trimming alone
+		vexec vbcached env -u LD_PRELOAD swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-trimmed.prof" 2>>"$W/vbcached.err"
 		r=$((r + 1))
 	done
-	cat "$R/verbs-bench-stock.prof" "$R/verbs-bench-cached.prof"
+	cat "$R/verbs-bench-stock.prof" "$R/verbs-bench-cached.prof" "$R/verbs-bench-trimmed.prof"
 	echo "--- stderr"
 	cat "$W/vbstock.err" "$W/vbcached.err"
 	fact runs "$n"
-	for p in stock cached; do
+	for p in stock cached trimmed; do
 		f="$R/verbs-bench-$p.prof"
 		fact "${p}_n" "$(grep -c '^run=[0-9]* exit=0 ' "$f")"
 		fact "${p}_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"

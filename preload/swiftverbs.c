@@ -1,0 +1,604 @@
+/* libswiftverbs.so — the Swift verbs cache, preloaded into container processes.
+ *
+ * The shim mounts a node's verbs cache at /.swift/verbs and sets
+ * LD_PRELOAD=/.swift/verbs/libswiftverbs.so. In a process that uses
+ * libibverbs this library:
+ *
+ *  - at load (or at the first verbs call if libibverbs is loaded later)
+ *    reads snapshot.bin and checks its fingerprint against the node: kernel
+ *    release, uverbs devices, their numbers, node GUIDs and firmware
+ *    (a dozen small sysfs reads). Valid: device attributes are served from
+ *    the snapshot. Stale or unreadable: every call goes to libibverbs
+ *    unchanged, every provider the node's rdma-core ships is added through
+ *    RDMAV_DRIVERS (the mounted libibverbs.d lists only the providers the
+ *    cached devices needed, so a new device would otherwise stay invisible),
+ *    and one line says why on stderr at the first verbs call;
+ *  - serves ibv_query_device and ibv_query_device_ex from the snapshot;
+ *  - checks the static fields of every ibv_query_port answer (the kernel
+ *    returns static and dynamic port fields in one command, and port state,
+ *    LID and active MTU are never cached) against the snapshot, and stops
+ *    serving at the first difference;
+ *  - when ibv_create_cq / ibv_create_qp / ibv_modify_qp / ibv_reg_mr fails
+ *    in a context that was served cached attributes, queries the device for
+ *    real: if the cache was wrong it stops serving, says so once, and
+ *    retries the call once, with every argument that equals a cached limit
+ *    (an application sizing its queues from ibv_query_device) replaced by
+ *    the real limit.
+ *
+ * It must be safe in any process of any image: no libc or libibverbs
+ * link-time dependency (all symbols are resolved at run time; dlsym is weak),
+ * no allocation, no threads, nothing printed when the cache is valid, and a
+ * process that never touches libibverbs only pays one dlsym.
+ *
+ * Environment: SWIFT_VERBS_CACHE (cache directory, default /.swift/verbs),
+ * SWIFT_VERBS=off (disable), SWIFT_VERBS_DEBUG=1 (say what happens),
+ * SWIFT_VERBS_SYSFS (sysfs root, for tests).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "snapshot.h"
+#include "swiftverbs.h"
+
+/* Resolved at run time so that the library loads even where libdl is not. */
+#pragma weak dlsym
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT struct swiftverbs_stats swiftverbs_stats;
+
+static struct ibv_device **(*real_get_device_list)(int *);
+static struct ibv_context *(*real_open_device)(struct ibv_device *);
+static int (*real_close_device)(struct ibv_context *);
+static int (*real_query_device)(struct ibv_context *, struct ibv_device_attr *);
+static struct ibv_cq *(*real_create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
+static struct ibv_qp *(*real_create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+static int (*real_modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+static struct ibv_mr *(*real_reg_mr)(struct ibv_pd *, void *, size_t, int);
+
+typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *, size_t);
+typedef int (*query_device_ex_fn)(struct ibv_context *, const struct ibv_query_device_ex_input *,
+				  struct ibv_device_attr_ex *, size_t);
+
+static struct swv_snapshot snap;
+/* Per snapshot device, once a revalidation found the cache wrong: the
+ * device's real attributes, to correct later calls made with the stale
+ * values the application still holds. */
+static struct ibv_device_attr real_attrs[SWV_MAX_DEVS];
+static int have_real[SWV_MAX_DEVS];
+static unsigned char snapbuf[SWV_MAX_SIZE + 1];
+static char reason[400];
+static int init_lock, init_done, noted, invalid_noted, debug;
+
+/* A context opened while the cache was valid. */
+struct swv_ctx {
+	struct ibv_context *ctx;
+	int dev;  /* index in snap.devs */
+	int used; /* cached data was served on it */
+	query_port_fn query_port;
+	query_device_ex_fn query_device_ex;
+};
+
+#define SWV_MAX_CTX 64
+static struct swv_ctx ctxs[SWV_MAX_CTX];
+static int ctx_lock;
+
+static void lock(int *l)
+{
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void unlock(int *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+static uint32_t state(void)
+{
+	return __atomic_load_n(&swiftverbs_stats.state, __ATOMIC_ACQUIRE);
+}
+
+static void say(const char *msg)
+{
+	size_t n = strlen(msg);
+
+	while (n > 0) {
+		ssize_t w = write(2, msg, n);
+
+		if (w <= 0)
+			return;
+		msg += w;
+		n -= (size_t)w;
+	}
+}
+
+static void sayf2(const char *a, const char *b, const char *c)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line), "swiftverbs: %s%s%s\n", a, b, c);
+	say(line);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The providers of rdma-core 44, for a cache whose snapshot cannot be read. */
+#define SWV_ALL_PROVIDERS                                                                             \
+	"bnxt_re:cxgb4:efa:erdma:hfi1verbs:hns:ipathverbs:irdma:mana:mlx4:mlx5:mthca:ocrdma:qedr:rxe:" \
+	"siw:vmw_pvrdma"
+
+/* add_providers makes libibverbs load every provider, not only those of the
+ * mounted libibverbs.d: RDMAV_DRIVERS adds to the config directory. */
+static void add_providers(const char *list)
+{
+	static char buf[1024];
+	const char *old = getenv("RDMAV_DRIVERS");
+
+	if (!list || !*list)
+		list = SWV_ALL_PROVIDERS;
+	if (old && strstr(old, list))
+		return; /* a parent process with this library added them already */
+	if (old && *old)
+		snprintf(buf, sizeof(buf), "%s:%s", old, list);
+	else
+		snprintf(buf, sizeof(buf), "%s", list);
+	setenv("RDMAV_DRIVERS", buf, 1);
+}
+
+static void resolve(void)
+{
+#define R(var, name) var = (__typeof__(var))dlsym(RTLD_NEXT, name)
+	R(real_get_device_list, "ibv_get_device_list");
+	R(real_open_device, "ibv_open_device");
+	R(real_close_device, "ibv_close_device");
+	R(real_query_device, "ibv_query_device");
+	R(real_create_cq, "ibv_create_cq");
+	R(real_create_qp, "ibv_create_qp");
+	R(real_modify_qp, "ibv_modify_qp");
+	R(real_reg_mr, "ibv_reg_mr");
+#undef R
+}
+
+/* load reads and checks the snapshot; returns the new state. */
+static uint32_t load(void)
+{
+	const char *dir = getenv("SWIFT_VERBS_CACHE");
+	const char *sysfs = getenv("SWIFT_VERBS_SYSFS");
+	char path[256];
+	struct utsname u;
+	size_t len = 0;
+	ssize_t r;
+	int fd;
+
+	if (!dir || !*dir)
+		dir = "/.swift/verbs";
+	if (!sysfs || !*sysfs)
+		sysfs = "/sys";
+	snprintf(path, sizeof(path), "%s/snapshot.bin", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(reason, sizeof(reason), "cannot open %s: %s", path, strerror(errno));
+		return SWV_UNUSABLE;
+	}
+	while (len < sizeof(snapbuf)) {
+		r = read(fd, snapbuf + len, sizeof(snapbuf) - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (len > SWV_MAX_SIZE) {
+		snprintf(reason, sizeof(reason), "%s is larger than any snapshot", path);
+		return SWV_UNUSABLE;
+	}
+	if (swv_parse(snapbuf, len, &snap, reason, sizeof(reason)) < 0)
+		return SWV_UNUSABLE;
+	if (uname(&u) < 0) {
+		snprintf(reason, sizeof(reason), "uname: %s", strerror(errno));
+		return SWV_STALE;
+	}
+	if (swv_check_fingerprint(&snap, sysfs, u.release, reason, sizeof(reason)))
+		return SWV_STALE;
+	return SWV_VALID;
+}
+
+/* init validates the cache once per process. From the constructor it does
+ * nothing (and retries at the first call) if libibverbs is not loaded. */
+static void init(int from_ctor)
+{
+	const char *e;
+	uint64_t t0;
+	uint32_t st;
+
+	if (__atomic_load_n(&init_done, __ATOMIC_ACQUIRE))
+		return;
+	lock(&init_lock);
+	if (init_done) {
+		unlock(&init_lock);
+		return;
+	}
+	t0 = now_ns();
+	e = getenv("SWIFT_VERBS_DEBUG");
+	debug = e && *e && strcmp(e, "0") != 0;
+	if (dlsym)
+		resolve();
+	if (!real_get_device_list && from_ctor) {
+		unlock(&init_lock); /* no libibverbs (yet): nothing to do */
+		return;
+	}
+	e = getenv("SWIFT_VERBS");
+	if (e && !strcmp(e, "off")) {
+		st = SWV_OFF;
+	} else if (!real_get_device_list) {
+		st = SWV_NONE;
+	} else {
+		st = load();
+		if (st == SWV_STALE || st == SWV_UNUSABLE)
+			add_providers(st == SWV_STALE ? snap.drivers : NULL);
+	}
+	swiftverbs_stats.init_ns = now_ns() - t0;
+	__atomic_store_n(&swiftverbs_stats.state, st, __ATOMIC_RELEASE);
+	__atomic_store_n(&init_done, 1, __ATOMIC_RELEASE);
+	unlock(&init_lock);
+}
+
+__attribute__((constructor)) static void swv_ctor(void)
+{
+	init(1);
+}
+
+/* note says once, at the first verbs call, what the cache is doing. */
+static void note(void)
+{
+	char n[16];
+
+	if (__atomic_exchange_n(&noted, 1, __ATOMIC_ACQ_REL))
+		return;
+	switch (state()) {
+	case SWV_STALE:
+		sayf2("verbs cache is stale (", reason, "): using the real verbs calls and every provider");
+		break;
+	case SWV_UNUSABLE:
+		sayf2("verbs cache unusable (", reason, "): using the real verbs calls and every provider");
+		break;
+	case SWV_VALID:
+		if (debug) {
+			snprintf(n, sizeof(n), "%u", snap.ndev);
+			sayf2("verbs cache valid: serving device attributes of ", n, " device(s) from the snapshot");
+		}
+		break;
+	case SWV_OFF:
+		if (debug)
+			sayf2("disabled by SWIFT_VERBS=off", "", "");
+		break;
+	}
+}
+
+/* invalidate stops serving cached data for the rest of the process. */
+static void invalidate(const char *why)
+{
+	uint32_t want = SWV_VALID;
+
+	if (!__atomic_compare_exchange_n(&swiftverbs_stats.state, &want, SWV_STALE, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return;
+	if (!__atomic_exchange_n(&invalid_noted, 1, __ATOMIC_ACQ_REL))
+		sayf2("cached attributes no longer match the device (", why, "): using the real verbs calls");
+}
+
+/* lookup copies the entry of ctx; returns 0 if ctx is not tracked. */
+static int lookup(struct ibv_context *ctx, struct swv_ctx *out)
+{
+	int i, found = 0;
+
+	if (!ctx)
+		return 0;
+	lock(&ctx_lock);
+	for (i = 0; i < SWV_MAX_CTX; i++) {
+		if (ctxs[i].ctx == ctx) {
+			*out = ctxs[i];
+			found = 1;
+			break;
+		}
+	}
+	unlock(&ctx_lock);
+	return found;
+}
+
+static int swv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len)
+{
+	struct swv_ctx e;
+	char why[200], what[280];
+	int rc;
+
+	if (!lookup(ctx, &e) || !e.query_port)
+		return ENOSYS; /* not reachable: only tracked contexts are hooked */
+	rc = e.query_port(ctx, port, attr, len);
+	if (rc == 0 && state() == SWV_VALID && len >= sizeof(*attr) && port >= 1 &&
+	    port <= snap.devs[e.dev].nports && (snap.devs[e.dev].ports[port - 1].flags & SWV_P_STABLE)) {
+		__atomic_add_fetch(&swiftverbs_stats.port_checks, 1, __ATOMIC_RELAXED);
+		if (swv_port_static_diff(&snap.devs[e.dev].ports[port - 1], attr, why, sizeof(why))) {
+			snprintf(what, sizeof(what), "%s port %u: %s", snap.devs[e.dev].name, port, why);
+			invalidate(what);
+		}
+	}
+	return rc;
+}
+
+/* serve copies n bytes of the context's cached device attributes if
+ * allowed, and marks the context as having used cached data. */
+static int serve(struct ibv_context *ctx, const struct swv_ctx *e, void *attr, size_t n)
+{
+	const struct swv_dev *d = &snap.devs[e->dev];
+	int i;
+
+	if (state() != SWV_VALID || !(d->flags & SWV_D_ATTR_STABLE) || n > d->attr_len ||
+	    n < sizeof(struct ibv_device_attr))
+		return 0;
+	memcpy(attr, d->attr, n);
+	lock(&ctx_lock);
+	for (i = 0; i < SWV_MAX_CTX; i++)
+		if (ctxs[i].ctx == ctx)
+			ctxs[i].used = 1;
+	unlock(&ctx_lock);
+	__atomic_add_fetch(&swiftverbs_stats.served, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+static int swv_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
+			       struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct swv_ctx e;
+
+	if (!lookup(ctx, &e) || !e.query_device_ex)
+		return ENOSYS;
+	if ((!input || !input->comp_mask) && serve(ctx, &e, attr, attr_size))
+		return 0;
+	return e.query_device_ex(ctx, input, attr, attr_size);
+}
+
+static void track(struct ibv_context *ctx, const char *name)
+{
+	struct verbs_context *v = verbs_get_ctx(ctx);
+	int i, dev = swv_find_dev(&snap, name);
+
+	if (dev < 0 || !v)
+		return;
+	lock(&ctx_lock);
+	for (i = 0; i < SWV_MAX_CTX; i++) {
+		if (ctxs[i].ctx)
+			continue;
+		ctxs[i] = (struct swv_ctx){.ctx = ctx, .dev = dev};
+		if (verbs_get_ctx_op(ctx, query_port)) {
+			ctxs[i].query_port = v->query_port;
+			v->query_port = swv_query_port;
+		}
+		if (verbs_get_ctx_op(ctx, query_device_ex)) {
+			ctxs[i].query_device_ex = v->query_device_ex;
+			v->query_device_ex = swv_query_device_ex;
+		}
+		__atomic_add_fetch(&swiftverbs_stats.contexts, 1, __ATOMIC_RELAXED);
+		break;
+	}
+	unlock(&ctx_lock);
+}
+
+static void untrack(struct ibv_context *ctx)
+{
+	int i;
+
+	lock(&ctx_lock);
+	for (i = 0; i < SWV_MAX_CTX; i++)
+		if (ctxs[i].ctx == ctx)
+			ctxs[i] = (struct swv_ctx){0};
+	unlock(&ctx_lock);
+}
+
+/* revalidate: a call on ctx failed after cached attributes were served
+ * on it. Query the device for real; if the cache was wrong, stop serving
+ * (saying so once), fill cached and real, and return 1 so that the caller
+ * retries once, with the arguments that came from the cache corrected.
+ * Later failing calls on such a context are corrected the same way (the
+ * application keeps the stale values it was given). */
+static int revalidate(struct ibv_context *ctx, struct ibv_device_attr *cached, struct ibv_device_attr *real)
+{
+	struct ibv_device_attr_ex rx;
+	const struct swv_dev *d;
+	struct swv_ctx e;
+	size_t n;
+	int rc;
+
+	if (!lookup(ctx, &e) || !e.used)
+		return 0;
+	d = &snap.devs[e.dev];
+	if (__atomic_load_n(&have_real[e.dev], __ATOMIC_ACQUIRE)) {
+		memcpy(cached, d->attr, sizeof(*cached));
+		*real = real_attrs[e.dev];
+		__atomic_add_fetch(&swiftverbs_stats.retries, 1, __ATOMIC_RELAXED);
+		return 1;
+	}
+	if (state() != SWV_VALID)
+		return 0;
+	__atomic_add_fetch(&swiftverbs_stats.revalidations, 1, __ATOMIC_RELAXED);
+	memset(&rx, 0, sizeof(rx));
+	n = d->attr_len < sizeof(rx) ? d->attr_len : sizeof(rx);
+	if (e.query_device_ex) {
+		rc = e.query_device_ex(ctx, NULL, &rx, n);
+	} else {
+		n = sizeof(rx.orig_attr);
+		rc = real_query_device ? real_query_device(ctx, &rx.orig_attr) : ENOSYS;
+	}
+	if (rc != 0 || memcmp(&rx, d->attr, n) == 0)
+		return 0;
+	memcpy(cached, d->attr, sizeof(*cached));
+	*real = rx.orig_attr;
+	lock(&ctx_lock);
+	if (!have_real[e.dev]) {
+		real_attrs[e.dev] = rx.orig_attr;
+		__atomic_store_n(&have_real[e.dev], 1, __ATOMIC_RELEASE);
+	}
+	unlock(&ctx_lock);
+	invalidate(d->name);
+	__atomic_add_fetch(&swiftverbs_stats.retries, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	init(0);
+	note();
+	if (!real_get_device_list) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	return real_get_device_list(num_devices);
+}
+
+EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct ibv_context *ctx;
+
+	init(0);
+	note();
+	if (!real_open_device) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	ctx = real_open_device(device);
+	if (ctx && device && state() == SWV_VALID)
+		track(ctx, device->name);
+	return ctx;
+}
+
+EXPORT int ibv_close_device(struct ibv_context *ctx)
+{
+	init(0);
+	if (!real_close_device)
+		return -1;
+	untrack(ctx);
+	return real_close_device(ctx);
+}
+
+EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+	struct swv_ctx e;
+
+	init(0);
+	if (lookup(ctx, &e) && serve(ctx, &e, attr, sizeof(*attr)))
+		return 0;
+	return real_query_device ? real_query_device(ctx, attr) : ENOSYS;
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				    struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct ibv_device_attr c, r;
+	struct ibv_cq *cq;
+	int err;
+
+	init(0);
+	if (!real_create_cq) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	cq = real_create_cq(ctx, cqe, cq_context, channel, comp_vector);
+	if (!cq) {
+		err = errno;
+		if (revalidate(ctx, &c, &r)) {
+			swv_fix_cqe(&cqe, &c, &r);
+			return real_create_cq(ctx, cqe, cq_context, channel, comp_vector);
+		}
+		errno = err;
+	}
+	return cq;
+}
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_device_attr c, r;
+	struct ibv_qp *qp;
+	int err;
+
+	init(0);
+	if (!real_create_qp) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	qp = real_create_qp(pd, init_attr);
+	if (!qp && pd && init_attr) {
+		err = errno;
+		if (revalidate(pd->context, &c, &r)) {
+			struct ibv_qp_init_attr fixed = *init_attr;
+
+			swv_fix_qp_cap(&fixed.cap, &c, &r);
+			qp = real_create_qp(pd, &fixed);
+			if (qp)
+				init_attr->cap = fixed.cap; /* the provider reports the sizes it gave */
+			return qp;
+		}
+		errno = err;
+	}
+	return qp;
+}
+
+EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct ibv_device_attr c, r;
+	int rc;
+
+	init(0);
+	if (!real_modify_qp)
+		return ENOSYS;
+	rc = real_modify_qp(qp, attr, attr_mask);
+	if (rc && qp && attr && revalidate(qp->context, &c, &r)) {
+		struct ibv_qp_attr fixed = *attr;
+
+		swv_fix_qp_attr(&fixed, attr_mask, &c, &r);
+		rc = real_modify_qp(qp, &fixed, attr_mask);
+	}
+	return rc;
+}
+
+#undef ibv_reg_mr
+EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct ibv_device_attr c, r;
+	struct ibv_mr *mr;
+	int err;
+
+	init(0);
+	if (!real_reg_mr) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	mr = real_reg_mr(pd, addr, length, access);
+	if (!mr && pd) {
+		err = errno;
+		if (revalidate(pd->context, &c, &r))
+			return real_reg_mr(pd, addr, length, access);
+		errno = err;
+	}
+	return mr;
+}

@@ -1,0 +1,43 @@
+/* swiftverbs.h — what libswiftverbs.so exports besides the verbs calls it
+ * wraps: counters a profiler or test can read with
+ * dlsym(RTLD_DEFAULT, "swiftverbs_stats") (NULL when not preloaded). */
+#ifndef SWIFT_SWIFTVERBS_H
+#define SWIFT_SWIFTVERBS_H
+
+#include <stdint.h>
+
+/* swiftverbs_stats.state */
+enum {
+	SWV_NONE = 0,     /* not initialised, or libibverbs not in the process */
+	SWV_VALID = 1,    /* snapshot matches the node: cached attributes served */
+	SWV_STALE = 2,    /* the node changed since the cache was built */
+	SWV_UNUSABLE = 3, /* no snapshot, or a corrupt one */
+	SWV_OFF = 4,      /* SWIFT_VERBS=off */
+};
+
+struct swiftverbs_stats {
+	uint64_t init_ns;       /* time spent loading and validating the cache */
+	uint32_t state;         /* SWV_* */
+	uint32_t served;        /* device queries answered from the snapshot */
+	uint32_t port_checks;   /* port answers whose static fields were checked */
+	uint32_t contexts;      /* device contexts opened while the cache was valid */
+	uint32_t revalidations; /* failed calls after which the device was re-queried */
+	uint32_t retries;       /* calls retried because the cache was wrong */
+};
+
+static inline const char *swv_state_name(uint32_t state)
+{
+	switch (state) {
+	case SWV_VALID:
+		return "valid";
+	case SWV_STALE:
+		return "stale";
+	case SWV_UNUSABLE:
+		return "unusable";
+	case SWV_OFF:
+		return "off";
+	}
+	return "none";
+}
+
+#endif
