@@ -172,3 +172,11 @@ int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot)
 		__atomic_or_fetch(&q->recv_posted, 1u << slot, __ATOMIC_SEQ_CST);
 	return rc;
 }
+
+const struct swift_ops swift_default_ops = {
+	.send_buf = swift_send_buf,
+	.send = swift_send,
+	.recv = swift_recv,
+	.recv_done = swift_recv_done,
+	.flush = swift_flush,
+};

@@ -10,6 +10,7 @@
  * from swift-run over a unix socket: a forked function inherits the device
  * context and gets pre-connected QPs with no control-plane work.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -223,6 +224,7 @@ static void run_child(struct child *c, int fds[3], int relay, struct swift_req *
 	char *argv[256];
 	char *p = req->args;
 	swift_main_fn main_fn;
+	void *handle = NULL;
 	int i, rc;
 
 	sigprocmask(SIG_UNBLOCK, &sigs, NULL);
@@ -249,12 +251,20 @@ static void run_child(struct child *c, int fds[3], int relay, struct swift_req *
 		p += strlen(p) + 1;
 	}
 	argv[i] = NULL;
-	main_fn = swift_builtin(argv[0]);
-	if (!main_fn) {
-		fprintf(stderr, "swift: no handler %s (built in: %s)\n", argv[0], swift_builtin_names());
+	if (strchr(argv[0], '/')) {
+		/* a handler in a shared object, loaded without exec */
+		handle = dlopen(argv[0], RTLD_NOW | RTLD_LOCAL);
+		if (!handle || !(main_fn = (swift_main_fn)dlsym(handle, "swift_main"))) {
+			fprintf(stderr, "swift: cannot load handler %s: %s\n", argv[0], dlerror());
+			_exit(127);
+		}
+	} else if (!(main_fn = swift_builtin(argv[0]))) {
+		fprintf(stderr, "swift: no handler %s (built in: %s; or a path to a shared object)\n", argv[0],
+			swift_builtin_names());
 		_exit(127);
 	}
 	memset(&fn, 0, sizeof(fn));
+	fn.ops = &swift_default_ops;
 	for (i = 0; i < c->nrows; i++)
 		qps[i] = &dev.sq[c->rows[i]];
 	fn.ctx = have_dev ? dev.ctx : NULL;
@@ -265,6 +275,13 @@ static void run_child(struct child *c, int fds[3], int relay, struct swift_req *
 	fn.relay_fd = relay;
 	fn.provider = have_dev ? dev.provider : "none";
 	rc = main_fn(&fn, nargs, argv);
+	if (handle) {
+		/* the handler's C library buffers its own stdio */
+		int (*flush)(FILE *) = (int (*)(FILE *))dlsym(handle, "fflush");
+
+		if (flush)
+			flush(NULL);
+	}
 	fflush(stdout);
 	fflush(stderr);
 	_exit(rc & 0xff);

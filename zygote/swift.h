@@ -47,7 +47,21 @@ struct swift_qp {
 	struct ibv_wc pending_wc[SWIFT_RECV_SLOTS];
 };
 
+struct swift_fn;
+
+/* libswift's entry points as function pointers, for handlers built as
+ * shared objects (they cannot link against the static zygote). */
+struct swift_ops {
+	uint8_t *(*send_buf)(struct swift_fn *fn, struct swift_qp *q);
+	int (*send)(struct swift_fn *fn, struct swift_qp *q, size_t len);
+	int (*recv)(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp, uint8_t **data, size_t *len,
+		    uint64_t *slot);
+	int (*recv_done)(struct swift_fn *fn, struct swift_qp *q, uint64_t slot);
+	int (*flush)(struct swift_fn *fn, struct swift_qp *q, int timeout_ms);
+};
+
 struct swift_fn {
+	const struct swift_ops *ops;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	size_t msg_size;
@@ -59,6 +73,20 @@ struct swift_fn {
 };
 
 typedef int (*swift_main_fn)(struct swift_fn *fn, int argc, char **argv);
+
+#ifdef SWIFT_SHARED_HANDLER
+/* A handler in a shared object (`swift-run -- /path/handler.so ARGS`)
+ * exports swift_main and reaches libswift through fn->ops; build it with
+ *   cc -shared -fPIC -DSWIFT_SHARED_HANDLER -I zygote handler.c -o handler.so \
+ *      -Wl,--disable-new-dtags,-rpath,/.swift/bin/lib
+ * so that it finds the C library the zygote ships, whatever the image has. */
+int swift_main(struct swift_fn *fn, int argc, char **argv);
+#define swift_send_buf(fn, q) ((fn)->ops->send_buf((fn), (q)))
+#define swift_send(fn, q, len) ((fn)->ops->send((fn), (q), (len)))
+#define swift_recv(fn, t, qp, data, len, slot) ((fn)->ops->recv((fn), (t), (qp), (data), (len), (slot)))
+#define swift_recv_done(fn, q, slot) ((fn)->ops->recv_done((fn), (q), (slot)))
+#define swift_flush(fn, q, t) ((fn)->ops->flush((fn), (q), (t)))
+#else
 
 /* Buffer for the next send on q (msg_size bytes); fill it, then swift_send. */
 uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q);
@@ -74,5 +102,9 @@ int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
 int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot);
 /* Wait until every send posted on q has completed. */
 int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms);
+
+/* The ops table a zygote hands to shared-object handlers. */
+extern const struct swift_ops swift_default_ops;
+#endif
 
 #endif

@@ -42,6 +42,8 @@ sed -n 's/^tenant /tenant=/p; s/^peer /peer=/p' /.swift/pool.conf
 /.swift/bin/swift-run --no-qp -- crash || echo "crash rc=$?"
 /.swift/bin/swift-run --no-qp -- noop && echo "after crash ok"
 /.swift/bin/swift-run -- noop || echo "qp rc=$?"
+/.swift/bin/swift-run --no-qp -- /.swift/bin/handlers/hello.so one two || echo "so rc=$?"
+/.swift/bin/swift-run --no-qp -- /.swift/bin/handlers/nosuch.so || echo "missing so rc=$?"
 echo "socket=$SWIFT_SOCKET"
 exit 3`
 	so, se, code := ctrRun(t, runSpec{id: "zygote-init", runtime: swiftRuntime, optsFile: opts, annotations: zygoteAnn,
@@ -54,6 +56,8 @@ exit 3`
 		"-r--------", "tenant=t1", "peer=b 127.0.0.1:18600",
 		"fork rc=5", "crash rc=139", "after crash ok",
 		"qp rc=125", "socket=/run/swift/zygote.sock",
+		`hello from /.swift/bin/handlers/hello.so: "one two" (0 QPs, provider none)`,
+		"missing so rc=127",
 	} {
 		if !strings.Contains(so, want) {
 			t.Errorf("output lacks %q:\n%s\nstderr: %s", want, so, se)

@@ -189,6 +189,7 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		want("refused_logged_e", "yes")
 		want("e_has_qps", "no")
 		want("sig_exit", "42")
+		want("so_handler", "ok")
 		if !regexp.MustCompile(`^echo: \d+ messages, \d+ intact, 0 bad$`).MatchString(f["echo"]) {
 			t.Errorf("%s: echo side reports %q, want every message intact", name, f["echo"])
 		}

@@ -111,6 +111,9 @@ EOF
 	for b in swift-init swift-run swift-warm; do
 		[ -x "$SWIFTVM_BIN_DIR/$b" ] && cp "$SWIFTVM_BIN_DIR/$b" /var/lib/swift/bin/
 	done
+	for d in lib handlers; do
+		[ -d "$SWIFTVM_BIN_DIR/$d" ] && cp -r "$SWIFTVM_BIN_DIR/$d" /var/lib/swift/bin/
+	done
 	cp "$W/swift.toml" "$W/swift.default.toml"
 	for b in containerd ctr containerd-shim-runc-v2; do
 		[ -x "$SWIFTVM_CONTAINERD_DIR/$b" ] || { echo "missing $SWIFTVM_CONTAINERD_DIR/$b"; return 1; }

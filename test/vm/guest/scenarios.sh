@@ -466,6 +466,11 @@ scenario_zygote() {
 	cat "$W/echo.log"
 	fact echo "$(grep '^echo: [0-9]* messages' "$W/echo.log")"
 
+	log "a handler in a shared object, loaded without exec, sends over its QP"
+	out=$(zexec a /.swift/bin/swift-run --peer b -- /.swift/bin/handlers/hello.so over rdma 2>&1)
+	echo "$out"
+	if echo "$out" | grep -q "^hello: sent 9 bytes to b"; then fact so_handler ok; fi
+
 	log "signals reach the entrypoint; its exit status is the container's"
 	rf=$(rootfs sig)
 	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" \
