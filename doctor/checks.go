@@ -177,8 +177,8 @@ func checkDevices(n Node, kernelOK bool) []Result {
 // Provider capabilities for sharing verbs objects with forked children.
 const (
 	CapRelay  = "relay doorbell"
-	CapShared = "shared buffers (untested)"
-	CapOwnQP  = "own-QP fallback"
+	CapShared = "shared buffers (not implemented)"
+	CapOwnQP  = "unknown (untested provider)"
 )
 
 // Provider tells a device's kernel driver (from sysRoot's
@@ -209,10 +209,10 @@ func checkProvider(sysRoot, name string) Result {
 		r.Status = OK
 	case CapShared:
 		r.Status = Warn
-		r.Fix = "nothing to do: the zygote shares QP buffers in shared memory; untested on real mlx5 hardware"
+		r.Fix = "do not use swift.io/zygote=true on this device yet: its queues live in private memory, so a forked child's sends never reach the NIC (parent-domain shared buffers are not implemented)"
 	default:
 		r.Status = Warn
-		r.Fix = "nothing to do: forked functions create their own QPs on the inherited PD (no pre-connected pool)"
+		r.Fix = "test swift.io/zygote=true on this provider before relying on it (fork sharing is verified on rxe only)"
 	}
 	return r
 }
