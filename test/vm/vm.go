@@ -345,8 +345,8 @@ func guestVisible(p string) bool {
 	return true
 }
 
-// copyFlat copies the regular files of src (not recursively) into dst.
-func copyFlat(src, dst string) error {
+// copyTree copies the regular files of src, and of its subdirectories, into dst.
+func copyTree(src, dst string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -356,6 +356,13 @@ func copyFlat(src, dst string) error {
 	}
 	for _, e := range entries {
 		info, err := os.Stat(filepath.Join(src, e.Name()))
+		if err == nil && info.IsDir() {
+			// bin/ has lib/ and handlers/ for the zygote
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
@@ -379,7 +386,7 @@ func guestDir(runDir, dir, name string) (string, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return dir, nil // missing: the guest reports it
 	}
-	if err := copyFlat(dir, filepath.Join(runDir, name)); err != nil {
+	if err := copyTree(dir, filepath.Join(runDir, name)); err != nil {
 		return "", fmt.Errorf("copy %s to the results share: %w", dir, err)
 	}
 	return ResultsMount + "/" + name, nil
@@ -389,7 +396,7 @@ func guestDir(runDir, dir, name string) (string, error) {
 // the rdmaquota test program, the container rootfs and the env file the
 // guest reads.
 func Prepare(ctx context.Context, c Config, runDir string, logw io.Writer) error {
-	if err := copyFlat(filepath.Join(c.Repo, "test/vm/guest"), filepath.Join(runDir, "guest")); err != nil {
+	if err := copyTree(filepath.Join(c.Repo, "test/vm/guest"), filepath.Join(runDir, "guest")); err != nil {
 		return fmt.Errorf("copy guest scripts: %w", err)
 	}
 	quota := filepath.Join(runDir, "rdmaquota")
