@@ -216,7 +216,7 @@ func TestPodThroughSwiftRuntime(t *testing.T) {
 
 	// The pod's shim is Swift's: CRI groups a pod's containers in the
 	// shim started for the sandbox.
-	shims := shimProcs(pod)
+	shims := harness.ShimProcs(pod)
 	if len(shims) != 1 {
 		t.Errorf("want one shim process for pod %s, got %v", pod, shims)
 	}
@@ -479,7 +479,7 @@ func assertNothingLeft(t *testing.T, n *node, ctx context.Context, ids ...string
 			if strings.Contains(string(mi), id) {
 				problems = append(problems, "a mount naming "+id+" remains")
 			}
-			if p := shimProcs(id); len(p) > 0 {
+			if p := harness.ShimProcs(id); len(p) > 0 {
 				problems = append(problems, fmt.Sprintf("shim process(es) %v for %s still running", p, id))
 			}
 		}
@@ -491,27 +491,4 @@ func assertNothingLeft(t *testing.T, n *node, ctx context.Context, ids ...string
 	if len(problems) > 0 {
 		t.Errorf("pod removal left behind: %s", strings.Join(problems, "; "))
 	}
-}
-
-// shimProcs maps the pids of containerd shims started for id (-id id) to
-// their argv[0].
-func shimProcs(id string) map[string]string {
-	ents, _ := os.ReadDir("/proc")
-	procs := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if !strings.Contains(args[0], "containerd-shim") {
-			continue
-		}
-		for i, a := range args {
-			if a == "-id" && i+1 < len(args) && args[i+1] == id {
-				procs[e.Name()] = args[0]
-			}
-		}
-	}
-	return procs
 }

@@ -150,7 +150,7 @@ func assertNothingLeft(t *testing.T, id string) {
 		if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "/"+id+"/") {
 			problems = append(problems, "a mount under the container's path remains")
 		}
-		if pids := shimPIDs(id); len(pids) > 0 {
+		if pids := harness.ShimPIDs(id); len(pids) > 0 {
 			problems = append(problems, fmt.Sprintf("shim process(es) %v still running", pids))
 		}
 		if len(problems) == 0 || time.Now().After(deadline) {
@@ -170,27 +170,4 @@ func containsLine(out, s string) bool {
 		}
 	}
 	return false
-}
-
-// shimPIDs lists processes whose command line names a containerd shim
-// serving container id.
-func shimPIDs(id string) []string {
-	ents, _ := os.ReadDir("/proc")
-	var pids []string
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if !strings.Contains(args[0], "containerd-shim") {
-			continue
-		}
-		for i, a := range args {
-			if a == "-id" && i+1 < len(args) && args[i+1] == id {
-				pids = append(pids, e.Name())
-			}
-		}
-	}
-	return pids
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/rdma"
+	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
 // policyNode is a fake RDMA node with a tenant policy, a private state
@@ -190,7 +191,7 @@ qps = 10
 	tasks, _, _ := daemon.Ctr(ctx(t), "task", "ls", "-q")
 	ctrs, _, _ := daemon.Ctr(ctx(t), "container", "ls", "-q")
 	for _, r := range results {
-		if containsLine(tasks, r.id) || containsLine(ctrs, r.id) || len(shimPIDs(r.id)) > 0 {
+		if containsLine(tasks, r.id) || containsLine(ctrs, r.id) || len(harness.ShimPIDs(r.id)) > 0 {
 			t.Errorf("%s left behind", r.id)
 		}
 	}
@@ -281,7 +282,7 @@ func crashCreate(t *testing.T, n policyNode, opts, dir, id string) string {
 	if !found {
 		t.Fatalf("no live lease for %s while runc create runs", id)
 	}
-	pids := shimPIDs(id)
+	pids := harness.ShimPIDs(id)
 	if len(pids) != 1 {
 		t.Fatalf("shim processes of %s: %v", id, pids)
 	}
