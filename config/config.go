@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
+	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
 )
 
 // DefaultPath is where the node configuration lives unless overridden.
@@ -111,9 +111,7 @@ func Load(path string) (Config, error) {
 // Parse decodes data (named name in errors) over the defaults and validates it.
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := tomlstrict.Decode(data, &c); err != nil {
 		return Config{}, fmt.Errorf("node config %s: %s: %w", name, describe(err, data), errdefs.ErrInvalidArgument)
 	}
 	if err := c.Validate(); err != nil {
@@ -129,11 +127,7 @@ func Parse(name string, data []byte) (Config, error) {
 
 // describe turns a go-toml error into "line N: message".
 func describe(err error, data []byte) string {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		return fmt.Sprintf("line %d, column %d: %s", row, col, de.Error())
-	}
+	// A StrictMissingError unwraps to DecodeErrors: look for it first.
 	var sm *toml.StrictMissingError
 	if errors.As(err, &sm) && len(sm.Errors) > 0 {
 		parts := make([]string, 0, len(sm.Errors))
@@ -142,6 +136,11 @@ func describe(err error, data []byte) string {
 			parts = append(parts, fmt.Sprintf("line %d: unknown key %q", row, strings.Join(e.Key(), ".")))
 		}
 		return strings.Join(parts, "; ")
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		return fmt.Sprintf("line %d, column %d: %s", row, col, de.Error())
 	}
 	// Errors go-toml reports without a position: find the key's line.
 	msg := err.Error()

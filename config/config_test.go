@@ -197,6 +197,9 @@ func TestParseMalformed(t *testing.T) {
 		{"duplicate table", "[rdma]\ndefault = true\n[rdma]\ndefault = false", "line 3"},
 		{"uint32 overflow", "[rdma]\nhca_handle = 4294967296", "line 2"},
 		{"negative uint", "[rdma]\n\nhca_object = -1", "line 3"},
+		// go-toml before v2.4 panicked on a table header through a scalar.
+		{"table through env value", "\n[rdma.env.A.B]", "line 2"},
+		{"table through bool", "[rdma.default.x]", "line 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -159,6 +159,9 @@ func decodeProblems(err error, pos positions) []Problem {
 		}
 		return out
 	}
+	if pos.dup != nil && (strings.Contains(err.Error(), "already defined") || strings.Contains(err.Error(), "already exists")) {
+		return []Problem{*pos.dup}
+	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
@@ -170,9 +173,6 @@ func decodeProblems(err error, pos positions) []Problem {
 			msg = fmt.Sprintf("column %d: %s", col, msg)
 		}
 		return []Problem{{Line: row, Key: key, Msg: msg}}
-	}
-	if pos.dup != nil && (strings.Contains(err.Error(), "already defined") || strings.Contains(err.Error(), "already exists")) {
-		return []Problem{*pos.dup}
 	}
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	if m := typeRe.FindStringSubmatch(msg); m != nil {

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -12,10 +11,10 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
-	"github.com/pelletier/go-toml/v2"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
 )
 
 // DefaultPath is where the tenant policy lives unless overridden (the node
@@ -223,9 +222,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 		}
 	}
 	var raw rawPolicy
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := tomlstrict.Decode(data, &raw); err != nil {
 		e.Problems = decodeProblems(err, pos)
 		return nil, e
 	}

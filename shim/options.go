@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"github.com/pelletier/go-toml/v2"
+	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
 )
 
 // RuntimeOptions are the keys a containerd runtime entry may set under
@@ -44,9 +44,7 @@ func (o RuntimeOptions) runc() *options.Options {
 // name in errors). Unknown keys are an error naming them.
 func ParseRuntimeOptions(name string, body []byte) (RuntimeOptions, error) {
 	var o RuntimeOptions
-	dec := toml.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
+	if err := tomlstrict.Decode(body, &o); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) {
 			var keys []string

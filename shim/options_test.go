@@ -70,6 +70,8 @@ func TestParseRuntimeOptionsErrors(t *testing.T) {
 		{"wrong type", "SystemdCgroup = \"yes\"", nil},
 		{"negative uid", "IoUid = -1", nil},
 		{"duplicate", "Root = \"a\"\nRoot = \"b\"", nil},
+		{"table through a string", "[Root.x]", nil},
+		{"table through a bool", "[SystemdCgroup.x.y]", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
