@@ -177,8 +177,8 @@ func checkDevices(n Node, kernelOK bool) []Result {
 // Provider capabilities for sharing verbs objects with forked children.
 const (
 	CapRelay  = "relay doorbell"
-	CapShared = "shared buffers (not implemented)"
-	CapOwnQP  = "unknown (untested provider)"
+	CapShared = "shared buffers (untested on hardware)"
+	CapNone   = "none (pool QPs stay with the zygote)"
 )
 
 // Provider tells a device's kernel driver (from sysRoot's
@@ -196,7 +196,7 @@ func Provider(sysRoot, name string) (driver, source, capability string) {
 	case "mlx5", "mlx5_core", "mlx5_ib":
 		capability = CapShared
 	default:
-		capability = CapOwnQP
+		capability = CapNone
 	}
 	return driver, source, capability
 }
@@ -209,10 +209,10 @@ func checkProvider(sysRoot, name string) Result {
 		r.Status = OK
 	case CapShared:
 		r.Status = Warn
-		r.Fix = "do not use swift.io/zygote=true on this device yet: its queues live in private memory, so a forked child's sends never reach the NIC (parent-domain shared buffers are not implemented)"
+		r.Fix = "verify swift.io/zygote=true on this device before relying on it: the zygote allocates mlx5 queues in shared memory through a parent domain and replaces a QP after each function, which is built but verified on rxe only"
 	default:
 		r.Status = Warn
-		r.Fix = "test swift.io/zygote=true on this provider before relying on it (fork sharing is verified on rxe only)"
+		r.Fix = "swift.io/zygote=true still forks functions here, but they get no pre-connected QP (swift-run --no-qp, or swift-warm): this provider's queues live in memory a forked child does not share with the device"
 	}
 	return r
 }

@@ -160,7 +160,7 @@ func TestDevices(t *testing.T) {
 			"rdma.device/rxe0":     {OK, "uverbs0 is 231:192 as sysfs says"},
 			"rdma.device/mlx5_0":   {OK, "uverbs1 is 231:193"},
 			"rdma.provider/rxe0":   {OK, "rxe (name prefix): fork sharing by relay doorbell"},
-			"rdma.provider/mlx5_0": {Warn, "mlx5 (name prefix): fork sharing by shared buffers (not implemented)"},
+			"rdma.provider/mlx5_0": {Warn, "mlx5 (name prefix): fork sharing by shared buffers (untested on hardware)"},
 			"rdma.cm":              {OK, "rdma_cm is 10:58"},
 			"rdma.netns":           {OK, "shared"},
 			"rdma.copy_on_fork":    {OK, "on"},
@@ -183,7 +183,7 @@ func TestDevices(t *testing.T) {
 		{"siw and an unknown provider", []rdmatest.Device{{Name: "siw0", Uverbs: "uverbs0", Major: 231, Minor: 192},
 			{Name: "bnxt_re0", Uverbs: "uverbs1", Major: 231, Minor: 193}}, true, nil, map[string]want{
 			"rdma.provider/siw0":     {OK, "siw (name prefix): fork sharing by relay doorbell"},
-			"rdma.provider/bnxt_re0": {Warn, "bnxt_re (name prefix): fork sharing by unknown (untested provider)"},
+			"rdma.provider/bnxt_re0": {Warn, "bnxt_re (name prefix): fork sharing by none (pool QPs stay with the zygote)"},
 		}},
 		{"node number differs from sysfs", []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: 231, Minor: 192, NodeMajor: 231, NodeMinor: 200}}, true, nil,
 			map[string]want{

@@ -146,3 +146,50 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 	}
 	return 0;
 }
+
+/* Vendor ids the kernel drivers report (rdma_rxe, siw, mlx5_ib). */
+#define VENDOR_RXE 0xffffffu
+#define VENDOR_SIW 0x626d74u
+#define VENDOR_MELLANOX 0x02c9u
+
+/* swift_share_of decides from the device's vendor ids when they are known
+ * (a soft device may have any name) and else from the provider name, the
+ * device name without its trailing number (rxe0 → rxe, mlx5_1 → mlx5).
+ * Mellanox parts from 4113 (ConnectX-4) on are mlx5; older ones are mlx4. */
+enum swift_share swift_share_of(const char *provider, uint32_t vendor_id, uint32_t vendor_part)
+{
+	if (vendor_id == VENDOR_RXE || vendor_id == VENDOR_SIW)
+		return SHARE_RELAY;
+	if (vendor_id == VENDOR_MELLANOX)
+		return vendor_part >= 4113 ? SHARE_BUFFERS : SHARE_NONE;
+	if (!strcmp(provider, "rxe") || !strcmp(provider, "siw"))
+		return SHARE_RELAY;
+	if (!strcmp(provider, "mlx5"))
+		return SHARE_BUFFERS;
+	return SHARE_NONE;
+}
+
+/* swift_provider_name writes the device name without its trailing number
+ * and the underscores before it. */
+void swift_provider_name(const char *dev, char *out, size_t len)
+{
+	size_t n = strlen(dev);
+
+	while (n > 0 && isdigit((unsigned char)dev[n - 1]))
+		n--;
+	while (n > 0 && dev[n - 1] == '_')
+		n--;
+	snprintf(out, len, "%.*s", (int)n, dev);
+}
+
+const char *swift_share_name(enum swift_share s)
+{
+	switch (s) {
+	case SHARE_RELAY:
+		return "doorbell-relay";
+	case SHARE_BUFFERS:
+		return "shared-buffers";
+	default:
+		return "none";
+	}
+}

@@ -271,13 +271,68 @@ static int h_peek(struct swift_fn *fn, int argc, char **argv)
 	return 0;
 }
 
+/* ownqp: try, in the forked child, the calls a function would need to build
+ * a QP of its own on the inherited context and PD; prints one line with
+ * each call's result (what providers without fork sharing could do). */
+static int h_ownqp(struct swift_fn *fn, int argc, char **argv)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_cq *cq = NULL;
+	struct ibv_qp *qp = NULL;
+	struct ibv_mr *mr = NULL;
+	static uint8_t buf[4096];
+	const char *r_mr, *r_cq, *r_qp = "skipped", *r_init = "skipped";
+
+	(void)argc;
+	(void)argv;
+	if (!fn->ctx || !fn->pd) {
+		printf("ownqp: no device\n");
+		return 1;
+	}
+	errno = 0;
+	mr = ibv_reg_mr(fn->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	r_mr = mr ? "ok" : strerror(errno);
+	errno = 0;
+	cq = ibv_create_cq(fn->ctx, 8, NULL, NULL, 0);
+	r_cq = cq ? "ok" : strerror(errno);
+	if (cq) {
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = cq;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		errno = 0;
+		qp = ibv_create_qp(fn->pd, &ia);
+		r_qp = qp ? "ok" : strerror(errno);
+	}
+	if (qp) {
+		int rc;
+
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = 1;
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+		r_init = rc ? strerror(rc) : "ok";
+	}
+	printf("ownqp reg_mr=%s create_cq=%s create_qp=%s modify_init=%s\n", r_mr, r_cq, r_qp, r_init);
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (mr)
+		ibv_dereg_mr(mr);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	swift_main_fn fn;
 } builtins[] = {
 	{"noop", h_noop}, {"exit", h_exit}, {"crash", h_crash}, {"sleep", h_sleep},
 	{"qpinfo", h_qpinfo}, {"echo", h_echo}, {"pingpong", h_pingpong},
-	{"firstsend", h_firstsend}, {"bw", h_bw}, {"peek", h_peek},
+	{"firstsend", h_firstsend}, {"bw", h_bw}, {"peek", h_peek}, {"ownqp", h_ownqp},
 };
 
 swift_main_fn swift_builtin(const char *name)
@@ -292,5 +347,5 @@ swift_main_fn swift_builtin(const char *name)
 
 const char *swift_builtin_names(void)
 {
-	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek";
+	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek ownqp";
 }

@@ -48,12 +48,81 @@ static int pick_gid(struct swift_dev *d, int want, int tbl_len)
 	return 0;
 }
 
+/* Shared-buffer allocations for the parent domain (SHARE_BUFFERS): every
+ * queue, CQ and doorbell record the provider allocates lands in its own
+ * MAP_SHARED pages, which a forked child and the device see alike. */
+#define SHM_BLOCKS (4 * SWIFT_MAX_QPS + 16)
+static struct {
+	void *p;
+	size_t len;
+} shm_blocks[SHM_BLOCKS];
+
+static void *shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+	uint8_t *p;
+	int i;
+
+	(void)pd;
+	(void)pd_context;
+	(void)type;
+	if (alignment > page) /* mmap aligns to pages only */
+		return NULL;
+	for (i = 0; i < SHM_BLOCKS && shm_blocks[i].p; i++)
+		;
+	if (i == SHM_BLOCKS) {
+		swift_log("shared queue memory: all %d blocks in use", SHM_BLOCKS);
+		return NULL;
+	}
+	len = (size + page - 1) / page * page;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		swift_log("shared queue memory: mmap %zu bytes: %s", len, strerror(errno));
+		return NULL;
+	}
+	shm_blocks[i].p = p;
+	shm_blocks[i].len = len;
+	return p;
+}
+
+static void shm_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t type)
+{
+	int i;
+
+	(void)pd;
+	(void)pd_context;
+	(void)type;
+	for (i = 0; i < SHM_BLOCKS; i++)
+		if (shm_blocks[i].p == ptr) {
+			munmap(ptr, shm_blocks[i].len);
+			shm_blocks[i].p = NULL;
+			return;
+		}
+}
+
+/* A CQ whose buffer comes from the QP protection domain's allocators. */
+static struct ibv_cq *create_cq(struct swift_dev *d, int cqe)
+{
+	struct ibv_cq_init_attr_ex ca;
+	struct ibv_cq_ex *cq;
+
+	if (d->qp_pd == d->pd)
+		return ibv_create_cq(d->ctx, cqe, NULL, NULL, 0);
+	memset(&ca, 0, sizeof(ca));
+	ca.cqe = (uint32_t)cqe;
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+	ca.parent_domain = d->qp_pd;
+	cq = ibv_create_cq_ex(d->ctx, &ca);
+	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+}
+
 int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, size_t errlen)
 {
 	struct ibv_device **list;
 	struct ibv_port_attr pa;
 	int n = 0, i, rows;
-	const char *name;
+	char name[64];
 
 	memset(d, 0, sizeof(*d));
 	list = ibv_get_device_list(&n);
@@ -71,14 +140,29 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 		ibv_free_device_list(list);
 		return -1;
 	}
-	name = ibv_get_device_name(list[i]);
+	snprintf(name, sizeof(name), "%s", ibv_get_device_name(list[i]));
+	swift_provider_name(name, d->provider, sizeof(d->provider));
+	/* Children ring mlx5 doorbells from their own processes: plain 8-byte
+	 * doorbell writes are safe across processes, BlueFlame copies (guarded
+	 * by a lock each process has its own copy of) are not. */
+	if (!strcmp(d->provider, "mlx5"))
+		setenv("MLX5_SHUT_UP_BF", "1", 1);
 	d->ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
 	if (!d->ctx) {
 		snprintf(err, errlen, "ibv_open_device: %s", strerror(errno));
 		return -1;
 	}
-	snprintf(d->provider, sizeof(d->provider), "%.*s", (int)strcspn(name, "0123456789"), name);
+	{
+		struct ibv_device_attr da;
+
+		memset(&da, 0, sizeof(da));
+		if (ibv_query_device(d->ctx, &da)) {
+			snprintf(err, errlen, "ibv_query_device: %s", strerror(errno));
+			return -1;
+		}
+		d->share = swift_share_of(d->provider, da.vendor_id, da.vendor_part_id);
+	}
 	d->port = c->port;
 	if (ibv_query_port(d->ctx, (uint8_t)d->port, &pa)) {
 		snprintf(err, errlen, "ibv_query_port %d: %s", d->port, strerror(errno));
@@ -95,6 +179,24 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 	if (!d->pd) {
 		snprintf(err, errlen, "ibv_alloc_pd: %s", strerror(errno));
 		return -1;
+	}
+	d->qp_pd = d->pd;
+	if (d->share == SHARE_BUFFERS) {
+		struct ibv_parent_domain_init_attr pa;
+
+		memset(&pa, 0, sizeof(pa));
+		pa.pd = d->pd;
+		pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+		pa.alloc = shm_alloc;
+		pa.free = shm_free;
+		d->qp_pd = ibv_alloc_parent_domain(d->ctx, &pa);
+		if (!d->qp_pd) {
+			/* the pool still serves the zygote; children get none */
+			swift_log("ibv_alloc_parent_domain on %s: %s; pool QPs stay with the zygote",
+				  name, strerror(errno));
+			d->qp_pd = d->pd;
+			d->share = SHARE_NONE;
+		}
 	}
 	rows = c->pool * c->npeers * 2 + 64;
 	if (rows > SWIFT_MAX_QPS)
@@ -175,7 +277,7 @@ int swift_row_create(struct swift_dev *d, const struct swift_cfg *c, int peer)
 	}
 	q = &d->sq[row];
 	memset(q, 0, sizeof(*q));
-	q->cq = ibv_create_cq(d->ctx, SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS + 4, NULL, NULL, 0);
+	q->cq = create_cq(d, SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS + 4);
 	if (!q->cq)
 		return -1;
 	memset(&ia, 0, sizeof(ia));
@@ -186,7 +288,7 @@ int swift_row_create(struct swift_dev *d, const struct swift_cfg *c, int peer)
 	ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
-	q->qp = ibv_create_qp(d->pd, &ia);
+	q->qp = ibv_create_qp(d->qp_pd, &ia);
 	if (!q->qp) {
 		ibv_destroy_cq(q->cq);
 		q->cq = NULL;

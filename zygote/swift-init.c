@@ -82,9 +82,9 @@ static size_t format_status(char *buf, size_t len)
 	int i;
 
 #define P(...) do { int _n = snprintf(buf + o, len > o ? len - o : 0, __VA_ARGS__); if (_n > 0) o += (size_t)_n; } while (0)
-	P("zygote %s tenant %s device %s provider %s relay %s\n", cfg.name, cfg.tenant,
+	P("zygote %s tenant %s device %s provider %s share %s\n", cfg.name, cfg.tenant,
 	  have_dev ? ibv_get_device_name(dev.ctx->device) : "none", have_dev ? dev.provider : "none",
-	  have_dev ? "on-eacces" : "n/a");
+	  have_dev ? swift_share_name(dev.share) : "n/a");
 	for (i = 0; i < cfg.npeers; i++) {
 		struct swift_peer *p = &cfg.peers[i];
 		P("peer %s %s:%d %s free %d assigned %d\n", p->name, p->host, p->port,
@@ -350,6 +350,13 @@ static void handle_request(int cfd)
 			reply(cfd, ENODEV, 0, 0, 0, 0, "this zygote has no RDMA device");
 			goto drop;
 		}
+		if (dev.share == SHARE_NONE) {
+			reply(cfd, ENOTSUP, 0, 0, 0, 0,
+			      "provider %s cannot hand pre-connected QPs to a forked function (rxe, siw and mlx5 can); "
+			      "ask for none (swift-run --no-qp) or start the function with swift-warm",
+			      dev.provider);
+			goto drop;
+		}
 		if (req.peer[0]) {
 			peer = find_peer(req.peer);
 			if (peer < 0) {
@@ -404,7 +411,7 @@ static void handle_request(int cfd)
 				c->rows[c->nrows++] = i;
 		}
 	}
-	if (c->nrows > 0) {
+	if (c->nrows > 0 && dev.share == SHARE_RELAY) {
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
 			reply(cfd, errno, 0, 0, 0, 0, "socketpair: %s", strerror(errno));
 			goto drop;
@@ -451,23 +458,30 @@ static void child_exited(struct child *c, int wstatus)
 	struct swift_exit e = {.wstatus = wstatus};
 	int i;
 
-	for (i = 0; i < c->nrows; i++) {
-		int row = c->rows[i];
-
-		dev.rows[row].owner = 0;
-		if (swift_row_reclaim(&dev, row, 200) < 0) {
-			swift_log("qp %d returned by pid %d in error; rebuilding", row, (int)c->pid);
-			dev.rows[row].state = ROW_BROKEN;
-		} else {
-			dev.rows[row].state = ROW_FREE;
-		}
-	}
+	/* the caller learns the status first: taking the QPs back is the
+	 * zygote's business, off the caller's critical path (the event loop
+	 * handles no request before it is done) */
 	if (c->client_fd >= 0) {
 		send(c->client_fd, &e, sizeof(e), MSG_NOSIGNAL);
 		close(c->client_fd);
 	}
 	if (c->relay_fd >= 0)
 		close(c->relay_fd);
+	for (i = 0; i < c->nrows; i++) {
+		int row = c->rows[i];
+
+		dev.rows[row].owner = 0;
+		if (dev.share == SHARE_BUFFERS) {
+			/* the child moved the provider's queue indices in its
+			 * own copy of them: a fresh QP replaces this one */
+			dev.rows[row].state = ROW_BROKEN;
+		} else if (swift_row_reclaim(&dev, row, 200) < 0) {
+			swift_log("qp %d returned by pid %d in error; rebuilding", row, (int)c->pid);
+			dev.rows[row].state = ROW_BROKEN;
+		} else {
+			dev.rows[row].state = ROW_FREE;
+		}
+	}
 	memset(c, 0, sizeof(*c));
 	c->client_fd = c->relay_fd = -1;
 }
@@ -666,8 +680,9 @@ int main(int argc, char **argv)
 			swift_log("RDMA unavailable, functions run without QPs: %s", err);
 		} else {
 			have_dev = 1;
-			swift_log("device %s (%s) gid %d pd+arena %zu KiB ready in %llu us",
-				  ibv_get_device_name(dev.ctx->device), dev.provider, dev.gid_index,
+			swift_log("device %s (%s, fork sharing by %s) gid %d pd+arena %zu KiB ready in %llu us",
+				  ibv_get_device_name(dev.ctx->device), dev.provider, swift_share_name(dev.share),
+				  dev.gid_index,
 				  dev.arena_len >> 10, (unsigned long long)(swift_now_us() - t0));
 		}
 	}

@@ -15,7 +15,8 @@
  * Send with swift_send (never ibv_post_send directly: on providers whose
  * doorbell is a write() to the device file, such as rxe and siw, the kernel
  * refuses that write from a forked process, and libswift has the zygote ring
- * the doorbell for it). Receive with swift_recv: every pool QP keeps its
+ * the doorbell for it; on mlx5 the zygote allocates the queues in shared
+ * memory). Receive with swift_recv: every pool QP keeps its
  * receive queue filled with SWIFT_RECV_SLOTS buffers of fn->msg_size bytes.
  */
 #ifndef SWIFT_H

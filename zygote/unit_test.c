@@ -145,11 +145,46 @@ static void test_config(void)
 	      "missing file named");
 }
 
+static void test_share(void)
+{
+	static const struct {
+		const char *dev;
+		uint32_t vendor, part;
+		const char *provider;
+		enum swift_share want;
+	} tc[] = {
+		{"rxe0", 0xffffff, 0, "rxe", SHARE_RELAY},
+		{"rxe_eth1", 0xffffff, 0, "rxe_eth", SHARE_RELAY}, /* a soft device by vendor id */
+		{"siw0", 0x626d74, 0, "siw", SHARE_RELAY},
+		{"mlx5_0", 0x02c9, 4125, "mlx5", SHARE_BUFFERS},
+		{"mlx5_12", 0, 0, "mlx5", SHARE_BUFFERS}, /* vendor unknown: by name */
+		{"mlx4_0", 0x02c9, 4099, "mlx4", SHARE_NONE},
+		{"ibp1s0", 0x02c9, 4099, "ibp1s", SHARE_NONE},
+		{"efa_0", 0x1d0f, 0xefa1, "efa", SHARE_NONE},
+		{"irdma0", 0x8086, 0x1592, "irdma", SHARE_NONE},
+		{"rxe", 0, 0, "rxe", SHARE_RELAY},
+		{"0", 0, 0, "", SHARE_NONE},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+		char prov[32], what[160];
+
+		swift_provider_name(tc[i].dev, prov, sizeof(prov));
+		snprintf(what, sizeof(what), "provider of %s is %s (got %s)", tc[i].dev, tc[i].provider, prov);
+		check(!strcmp(prov, tc[i].provider), what);
+		snprintf(what, sizeof(what), "%s shares by %s (got %s)", tc[i].dev, swift_share_name(tc[i].want),
+			 swift_share_name(swift_share_of(prov, tc[i].vendor, tc[i].part)));
+		check(swift_share_of(prov, tc[i].vendor, tc[i].part) == tc[i].want, what);
+	}
+}
+
 int main(void)
 {
 	test_sha256();
 	test_hmac();
 	test_config();
+	test_share();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -58,6 +58,17 @@ struct swift_cfg {
 	int allow_new_dest;      /* connect on demand when no free QP */
 };
 
+/* How a forked child can use a QP the zygote created (swift_share_of). */
+enum swift_share {
+	SHARE_RELAY = 0, /* rxe, siw: the queues are mapped from the kernel; the
+			  * doorbell is a write() only the zygote may make */
+	SHARE_BUFFERS,   /* mlx5: the queues and their doorbell records live in
+			  * MAP_SHARED pages allocated through a parent domain;
+			  * the provider's indices are private, so a QP a child
+			  * used is replaced, not reused */
+	SHARE_NONE,      /* anything else: pool QPs are not handed to children */
+};
+
 struct swift_dev {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -71,7 +82,8 @@ struct swift_dev {
 	enum ibv_mtu mtu;
 	int port;
 	char provider[16];
-	int relay;               /* children need the doorbell relay */
+	enum swift_share share;
+	struct ibv_pd *qp_pd;    /* where QPs are created: pd, or a parent domain */
 	uint8_t key[64];
 	size_t key_len;
 	/* shared with children: one swift_qp per row (MAP_SHARED) */
@@ -82,6 +94,9 @@ struct swift_dev {
 /* config.c */
 int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen);
 int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port);
+enum swift_share swift_share_of(const char *provider, uint32_t vendor_id, uint32_t vendor_part);
+void swift_provider_name(const char *dev, char *out, size_t len);
+const char *swift_share_name(enum swift_share s);
 
 /* pool.c */
 uint64_t swift_now_us(void);
