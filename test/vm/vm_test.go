@@ -171,6 +171,7 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		want("errno", "11") // EAGAIN from the rdma cgroup charge
 	case ScenarioZygote:
 		want("pool_b_free", "4")
+		want("share", "doorbell-relay")
 		want("pingpong_verified", "1000")
 		want("seq_forks", "100")
 		want("seq_qps", "100")

@@ -404,6 +404,12 @@ scenario_zygote() {
 	st=$(zexec a /.swift/bin/swift-run --status)
 	echo "$st"
 	fact pool_b_free "$(echo "$st" | sed -n 's/^peer b .* free \([0-9]*\) .*/\1/p')"
+	fact share "$(echo "$st" | sed -n 's/^zygote .* share \([a-z-]*\)$/\1/p')"
+
+	log "what a forked child can do itself on the inherited context (ownqp)"
+	out=$(zexec a /.swift/bin/swift-run --no-qp -- ownqp 2>&1)
+	echo "$out"
+	fact ownqp "$(echo "$out" | sed -n 's/^ownqp //p')"
 
 	log "wrong tenant: a (t1) and e (t2) refuse each other"
 	zwait a e refused || echo "a did not report e refused"
