@@ -21,6 +21,14 @@ var Calls = []string{
 	"ibv_modify_qp_init", "ibv_modify_qp_rtr", "ibv_modify_qp_rts",
 }
 
+// NeverCached are the calls of Calls no cache may answer: each creates or
+// changes a kernel object (the device context, PD, MR, CQ, QP and its
+// state), so their time is the floor of any cached critical path.
+var NeverCached = []string{
+	"ibv_open_device", "ibv_alloc_pd", "ibv_reg_mr", "ibv_create_cq", "ibv_create_qp",
+	"ibv_modify_qp_init", "ibv_modify_qp_rtr", "ibv_modify_qp_rts",
+}
+
 // Run is one swift-profile run (one fresh process).
 type Run struct {
 	Index      int
