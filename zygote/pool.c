@@ -48,58 +48,6 @@ static int pick_gid(struct swift_dev *d, int want, int tbl_len)
 	return 0;
 }
 
-/* Shared-buffer allocations for the parent domain (SHARE_BUFFERS): every
- * queue, CQ and doorbell record the provider allocates lands in its own
- * MAP_SHARED pages, which a forked child and the device see alike. */
-#define SHM_BLOCKS (4 * SWIFT_MAX_QPS + 16)
-static struct {
-	void *p;
-	size_t len;
-} shm_blocks[SHM_BLOCKS];
-
-static void *shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
-	uint8_t *p;
-	int i;
-
-	(void)pd;
-	(void)pd_context;
-	(void)type;
-	if (alignment > page) /* mmap aligns to pages only */
-		return NULL;
-	for (i = 0; i < SHM_BLOCKS && shm_blocks[i].p; i++)
-		;
-	if (i == SHM_BLOCKS) {
-		swift_log("shared queue memory: all %d blocks in use", SHM_BLOCKS);
-		return NULL;
-	}
-	len = (size + page - 1) / page * page;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
-		swift_log("shared queue memory: mmap %zu bytes: %s", len, strerror(errno));
-		return NULL;
-	}
-	shm_blocks[i].p = p;
-	shm_blocks[i].len = len;
-	return p;
-}
-
-static void shm_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t type)
-{
-	int i;
-
-	(void)pd;
-	(void)pd_context;
-	(void)type;
-	for (i = 0; i < SHM_BLOCKS; i++)
-		if (shm_blocks[i].p == ptr) {
-			munmap(ptr, shm_blocks[i].len);
-			shm_blocks[i].p = NULL;
-			return;
-		}
-}
-
 /* A CQ whose buffer comes from the QP protection domain's allocators. */
 static struct ibv_cq *create_cq(struct swift_dev *d, int cqe)
 {
@@ -187,8 +135,8 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 		memset(&pa, 0, sizeof(pa));
 		pa.pd = d->pd;
 		pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
-		pa.alloc = shm_alloc;
-		pa.free = shm_free;
+		pa.alloc = swift_shm_alloc;
+		pa.free = swift_shm_free;
 		d->qp_pd = ibv_alloc_parent_domain(d->ctx, &pa);
 		if (!d->qp_pd) {
 			/* the pool still serves the zygote; children get none */

@@ -110,6 +110,10 @@ int swift_row_reclaim(struct swift_dev *d, int row, int timeout_ms);
 int swift_rows(struct swift_dev *d, int peer, enum pool_state st);
 void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle);
 
+/* shm.c: parent-domain allocators (struct ibv_parent_domain_init_attr) */
+void *swift_shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type);
+void swift_shm_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t type);
+
 /* exchange.c */
 #define SWIFT_X_INITIAL 1u   /* the initiator (re)builds its pool to this peer */
 #define SWIFT_X_EPHEMERAL 2u /* a one-off client: its QPs are not kept */
