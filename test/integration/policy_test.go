@@ -553,7 +553,7 @@ func TestPolicyBadInputRefused(t *testing.T) {
 		ann   map[string]string
 		wants []string
 	}{
-		{"policy-syntax", syntax, map[string]string{"swift.io/rdma": "true"}, []string{syntax.policy, "line 3"}},
+		{"policy-syntax", syntax, map[string]string{"swift.io/rdma": "true"}, []string{syntax.policy, "line 2", "array is incomplete"}},
 		{"policy-value", badValue, map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "a"},
 			[]string{badValue.policy, "line 5", "tenants.a.node.qps", "set tenants.a.container.qps"}},
 		{"forged-tenant", good, map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "team-b", "swift.io/tenant": "a"},
