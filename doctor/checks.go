@@ -178,7 +178,7 @@ func checkDevices(n Node, kernelOK bool) []Result {
 const (
 	CapRelay  = "relay doorbell"
 	CapShared = "shared buffers (untested on hardware)"
-	CapNone   = "none (pool QPs stay with the zygote)"
+	CapNone   = "none (functions connect QPs of their own)"
 )
 
 // Provider tells a device's kernel driver (from sysRoot's
@@ -212,7 +212,7 @@ func checkProvider(sysRoot, name string) Result {
 		r.Fix = "verify swift.io/zygote=true on this device before relying on it: the zygote allocates mlx5 queues in shared memory through a parent domain and replaces a QP after each function, which is built but verified on rxe only"
 	default:
 		r.Status = Warn
-		r.Fix = "swift.io/zygote=true still forks functions here, but they get no pre-connected QP (swift-run --no-qp, or swift-warm): this provider's queues live in memory a forked child does not share with the device"
+		r.Fix = "swift.io/zygote=true forks functions here, but each creates and connects QPs of its own (the swift-run --own path, verified on rxe only): this provider's pool queues live in memory a forked child does not share with the device"
 	}
 	return r
 }

@@ -183,7 +183,7 @@ func TestDevices(t *testing.T) {
 		{"siw and an unknown provider", []rdmatest.Device{{Name: "siw0", Uverbs: "uverbs0", Major: 231, Minor: 192},
 			{Name: "bnxt_re0", Uverbs: "uverbs1", Major: 231, Minor: 193}}, true, nil, map[string]want{
 			"rdma.provider/siw0":     {OK, "siw (name prefix): fork sharing by relay doorbell"},
-			"rdma.provider/bnxt_re0": {Warn, "bnxt_re (name prefix): fork sharing by none (pool QPs stay with the zygote)"},
+			"rdma.provider/bnxt_re0": {Warn, "bnxt_re (name prefix): fork sharing by none (functions connect QPs of their own)"},
 		}},
 		{"node number differs from sysfs", []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: 231, Minor: 192, NodeMajor: 231, NodeMinor: 200}}, true, nil,
 			map[string]want{

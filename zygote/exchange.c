@@ -22,7 +22,7 @@
 #include "zygote.h"
 
 #define XMAGIC "SWIFTX01"
-#define XMAX 64
+#define XMAX SWIFT_X_MAX
 
 struct xhello {
 	char magic[8];
@@ -114,6 +114,12 @@ static int dial(const char *host, int port)
 int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int count,
 			unsigned flags, int *rows_out, char *err, size_t errlen)
 {
+	return swift_xchg_initiate_held(d, c, peer, count, flags, rows_out, NULL, err, errlen);
+}
+
+int swift_xchg_initiate_held(struct swift_dev *d, struct swift_cfg *c, int peer, int count, unsigned flags,
+			     int *rows_out, int *held_fd, char *err, size_t errlen)
+{
 	struct swift_qpinfo mine[XMAX], theirs[XMAX];
 	struct xhello h;
 	struct xchal ch;
@@ -178,7 +184,13 @@ int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int 
 			snprintf(err, errlen, "connect QP: %s", strerror(errno));
 			goto fail;
 		}
-	close(fd);
+	if (held_fd && (flags & SWIFT_X_HELD)) {
+		/* the peer keeps its side while this connection is open */
+		timeouts(fd, 0);
+		*held_fd = fd;
+	} else {
+		close(fd);
+	}
 	c->peers[peer].refused = 0;
 	if (rows_out)
 		memcpy(rows_out, rows, sizeof(int) * (size_t)count);
@@ -202,7 +214,8 @@ static int find_peer(struct swift_cfg *c, const char *name)
 	return -1;
 }
 
-int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr)
+int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr, int *rows_out,
+		     int *nrows_out)
 {
 	struct swift_qpinfo theirs[XMAX], mine[XMAX];
 	struct xhello h;
@@ -261,7 +274,12 @@ int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const cha
 		}
 		made++;
 		swift_row_local(d, rows[i], &mine[i]);
-		if (h.flags & SWIFT_X_EPHEMERAL) {
+		if (h.flags & SWIFT_X_HELD) {
+			/* a forked function's own QP: kept out of the pool for
+			 * as long as its connection stays open */
+			d->rows[rows[i]].state = ROW_ASSIGNED;
+			d->rows[rows[i]].owner = -1;
+		} else if (h.flags & SWIFT_X_EPHEMERAL) {
 			/* kept out of the pool; dropped once the client is surely done */
 			d->rows[rows[i]].state = ROW_ASSIGNED;
 			d->rows[rows[i]].ephemeral_until_us = swift_now_us() + 5000000;
@@ -270,6 +288,13 @@ int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const cha
 	rep.count = (uint32_t)count;
 	if (full_io(fd, &rep, sizeof(rep), 1) || full_io(fd, mine, sizeof(mine[0]) * (size_t)count, 1))
 		goto fail_quiet;
+	if (h.flags & SWIFT_X_HELD) {
+		if (rows_out && nrows_out) {
+			memcpy(rows_out, rows, sizeof(int) * (size_t)count);
+			*nrows_out = count;
+		}
+		return 1;
+	}
 	if (!(h.flags & SWIFT_X_EPHEMERAL)) {
 		c->peers[peer].connected = 1;
 		swift_log("peer %s at %s: %d QP(s) connected", h.from, addr, count);

@@ -390,3 +390,61 @@ void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle)
 	if (write(d->ctx->cmd_fd, &req, sizeof(req)) != (ssize_t)sizeof(req))
 		swift_log("doorbell for QP handle %u: %s", qp_handle, strerror(errno));
 }
+
+/* A forked child's own objects (SWIFT_REQ_OWN) belong to the device file it
+ * shares with the zygote and outlive the child: the zygote destroys them by
+ * handle, with the same write() commands libibverbs would have sent. A
+ * handle the child already destroyed makes the kernel answer EINVAL. */
+static int destroy_cmd(struct swift_dev *d, uint32_t command, uint32_t handle)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		union {
+			struct ib_uverbs_destroy_qp qp;
+			struct ib_uverbs_destroy_cq cq;
+			struct ib_uverbs_dereg_mr mr;
+		} u;
+	} req;
+	union {
+		struct ib_uverbs_destroy_qp_resp qp;
+		struct ib_uverbs_destroy_cq_resp cq;
+	} resp;
+	size_t in;
+
+	memset(&req, 0, sizeof(req));
+	req.hdr.command = command;
+	switch (command) {
+	case IB_USER_VERBS_CMD_DESTROY_QP:
+		req.u.qp.response = (uintptr_t)&resp;
+		req.u.qp.qp_handle = handle;
+		in = sizeof(req.u.qp);
+		req.hdr.out_words = sizeof(resp.qp) / 4;
+		break;
+	case IB_USER_VERBS_CMD_DESTROY_CQ:
+		req.u.cq.response = (uintptr_t)&resp;
+		req.u.cq.cq_handle = handle;
+		in = sizeof(req.u.cq);
+		req.hdr.out_words = sizeof(resp.cq) / 4;
+		break;
+	default:
+		req.u.mr.mr_handle = handle;
+		in = sizeof(req.u.mr);
+		break;
+	}
+	req.hdr.in_words = (uint16_t)((sizeof(req.hdr) + in) / 4);
+	if (write(d->ctx->cmd_fd, &req, sizeof(req.hdr) + in) != (ssize_t)(sizeof(req.hdr) + in))
+		return errno;
+	return 0;
+}
+
+void swift_destroy_handles(struct swift_dev *d, uint32_t qp, uint32_t cq, uint32_t mr, int with_mr)
+{
+	int e;
+
+	if ((e = destroy_cmd(d, IB_USER_VERBS_CMD_DESTROY_QP, qp)) && e != EINVAL)
+		swift_log("destroy a function's QP (handle %u): %s", qp, strerror(e));
+	if ((e = destroy_cmd(d, IB_USER_VERBS_CMD_DESTROY_CQ, cq)) && e != EINVAL)
+		swift_log("destroy a function's CQ (handle %u): %s", cq, strerror(e));
+	if (with_mr && (e = destroy_cmd(d, IB_USER_VERBS_CMD_DEREG_MR, mr)) && e != EINVAL)
+		swift_log("deregister a function's MR (handle %u): %s", mr, strerror(e));
+}

@@ -8,6 +8,13 @@
 #define SWIFT_REQ_ALL 2u    /* every free QP of the peer */
 #define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
 #define SWIFT_REQ_NEW 8u    /* connect fresh QPs on demand (the new-destination path) */
+#define SWIFT_REQ_OWN 16u   /* the child creates and connects QPs of its own */
+
+/* Doorbell relay messages, child to zygote (SOCK_SEQPACKET): an array of
+ * QP handles to ring, or SWIFT_RELAY_OWN followed by the handles of
+ * objects the child created (QP, CQ, MR triples), which the zygote may then
+ * ring and destroys when the child is gone. */
+#define SWIFT_RELAY_OWN 0xffffffffu
 #define SWIFT_ARGS_MAX 4096
 
 struct swift_req {

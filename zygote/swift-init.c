@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "proto.h"
@@ -41,10 +42,24 @@ struct child {
 	int relay_fd;
 	int nrows;
 	int rows[SWIFT_MAX_QPS];
+	/* SWIFT_REQ_OWN: the child builds `own` QPs to own_peer itself and
+	 * registers their handles (QP, CQ, MR), destroyed when it is gone */
+	int own, own_peer, nown;
+	uint32_t own_h[SWIFT_X_MAX][3];
 };
+
+/* Exchange connections a peer's forked function holds open: our side of
+ * its QPs lives as long as the connection. */
+#define MAX_HELD 64
+static struct held {
+	int fd;
+	int nrows;
+	int rows[SWIFT_X_MAX];
+} held[MAX_HELD];
 
 static struct swift_cfg cfg;
 static struct swift_dev dev;
+static void relay(struct child *c);
 static int have_dev;
 static struct child children[MAX_CHILDREN];
 static pid_t entry_pid = -1;
@@ -217,6 +232,58 @@ static void reply(int fd, int status, pid_t pid, int nqp, int newdest, uint64_t 
 		swift_log("reply to swift-run: %s", strerror(errno));
 }
 
+/* own_qps runs in the forked child: it creates c->own QPs (each with its CQ)
+ * on the inherited context and PD, in tables and a registered buffer of its
+ * own, connects them to c->own_peer through the authenticated exchange
+ * (the peer keeps its side while the connection, left open, lives), and
+ * registers their handles with the zygote over the relay socket. */
+static int own_qps(struct child *c, struct swift_qp **qps, int relay)
+{
+	uint32_t msg[1 + 3 * SWIFT_X_MAX];
+	int rows[SWIFT_X_MAX], n, i, held_fd = -1;
+	size_t len = dev.slice_len * (size_t)c->own;
+	char err[256];
+
+	dev.sq = mmap(NULL, sizeof(struct swift_qp) * SWIFT_MAX_QPS, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	dev.arena = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (dev.sq == MAP_FAILED || dev.arena == MAP_FAILED) {
+		fprintf(stderr, "swift: own QPs: mmap: %s\n", strerror(errno));
+		return -1;
+	}
+	dev.arena_len = len;
+	dev.qp_pd = dev.pd;
+	dev.mr = ibv_reg_mr(dev.pd, dev.arena, len,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!dev.mr) {
+		fprintf(stderr, "swift: own QPs: ibv_reg_mr of %zu bytes: %s\n", len, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < SWIFT_MAX_QPS; i++) {
+		memset(&dev.rows[i], 0, sizeof(dev.rows[i]));
+		if (i >= c->own)
+			dev.rows[i].state = ROW_BROKEN;
+	}
+	n = swift_xchg_initiate_held(&dev, &cfg, c->own_peer, c->own, SWIFT_X_HELD, rows, &held_fd, err,
+				     sizeof(err));
+	if (n != c->own) {
+		fprintf(stderr, "swift: own QPs to %s: %s\n", cfg.peers[c->own_peer].name, err);
+		return -1;
+	}
+	msg[0] = SWIFT_RELAY_OWN;
+	for (i = 0; i < n; i++) {
+		qps[i] = &dev.sq[rows[i]];
+		msg[1 + 3 * i] = qps[i]->qp->handle;
+		msg[2 + 3 * i] = qps[i]->cq->handle;
+		msg[3 + 3 * i] = dev.mr->handle;
+	}
+	if (send(relay, msg, sizeof(uint32_t) * (size_t)(1 + 3 * n), MSG_NOSIGNAL) < 0) {
+		fprintf(stderr, "swift: own QPs: register with the zygote: %s\n", strerror(errno));
+		return -1;
+	}
+	return n;
+}
+
 static void run_child(struct child *c, int fds[3], int relay, struct swift_req *req, int nargs)
 {
 	struct swift_qp *qps[SWIFT_MAX_QPS];
@@ -272,6 +339,11 @@ static void run_child(struct child *c, int fds[3], int relay, struct swift_req *
 	fn.msg_size = cfg.msg_size;
 	fn.nqp = c->nrows;
 	fn.qp = qps;
+	if (c->own > 0) {
+		fn.nqp = own_qps(c, qps, relay);
+		if (fn.nqp < 0)
+			_exit(125);
+	}
 	fn.relay_fd = relay;
 	fn.provider = have_dev ? dev.provider : "none";
 	rc = main_fn(&fn, nargs, argv);
@@ -350,13 +422,6 @@ static void handle_request(int cfd)
 			reply(cfd, ENODEV, 0, 0, 0, 0, "this zygote has no RDMA device");
 			goto drop;
 		}
-		if (dev.share == SHARE_NONE) {
-			reply(cfd, ENOTSUP, 0, 0, 0, 0,
-			      "provider %s cannot hand pre-connected QPs to a forked function (rxe, siw and mlx5 can); "
-			      "ask for none (swift-run --no-qp) or start the function with swift-warm",
-			      dev.provider);
-			goto drop;
-		}
 		if (req.peer[0]) {
 			peer = find_peer(req.peer);
 			if (peer < 0) {
@@ -376,7 +441,25 @@ static void handle_request(int cfd)
 		}
 		if (req.flags & SWIFT_REQ_ALL)
 			want = swift_rows(&dev, peer, ROW_FREE) > 0 ? swift_rows(&dev, peer, ROW_FREE) : 1;
-		if ((req.flags & SWIFT_REQ_NEW) || swift_rows(&dev, peer, ROW_FREE) < want) {
+		if ((req.flags & SWIFT_REQ_OWN) || dev.share == SHARE_NONE) {
+			/* this provider's pool queues live in memory a forked
+			 * child does not share with the device (or the caller
+			 * asked): the child creates and connects its own */
+			if (want > SWIFT_X_MAX) {
+				reply(cfd, EINVAL, 0, 0, 0, 0, "at most %d QPs of its own per function", SWIFT_X_MAX);
+				goto drop;
+			}
+			if (!cfg.allow_new_dest) {
+				reply(cfd, EBUSY, 0, 0, 0, 0,
+				      "provider %s: a function needs QPs of its own, and connecting on demand is not allowed",
+				      dev.provider);
+				goto drop;
+			}
+			c->own = want;
+			c->own_peer = peer;
+			want = 0;
+		}
+		if (want > 0 && ((req.flags & SWIFT_REQ_NEW) || swift_rows(&dev, peer, ROW_FREE) < want)) {
 			char err[256];
 			int missing = (req.flags & SWIFT_REQ_NEW) ? want : want - swift_rows(&dev, peer, ROW_FREE);
 			int rows[64];
@@ -411,7 +494,7 @@ static void handle_request(int cfd)
 				c->rows[c->nrows++] = i;
 		}
 	}
-	if (c->nrows > 0 && dev.share == SHARE_RELAY) {
+	if ((c->nrows > 0 && dev.share == SHARE_RELAY) || c->own > 0) {
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
 			reply(cfd, errno, 0, 0, 0, 0, "socketpair: %s", strerror(errno));
 			goto drop;
@@ -443,7 +526,7 @@ static void handle_request(int cfd)
 		dev.rows[c->rows[i]].state = ROW_ASSIGNED;
 		dev.rows[c->rows[i]].owner = pid;
 	}
-	reply(cfd, 0, pid, c->nrows, newdest, swift_now_us() - t0, NULL);
+	reply(cfd, 0, pid, c->nrows + c->own, newdest + c->own, swift_now_us() - t0, NULL);
 	if (newdest)
 		write_status();
 	return;
@@ -465,8 +548,18 @@ static void child_exited(struct child *c, int wstatus)
 		send(c->client_fd, &e, sizeof(e), MSG_NOSIGNAL);
 		close(c->client_fd);
 	}
-	if (c->relay_fd >= 0)
-		close(c->relay_fd);
+	/* what the child sent just before it ended; then EOF closes it */
+	while (c->relay_fd >= 0)
+		relay(c);
+	/* the child's own QPs, CQs and MR live on in the shared device file
+	 * until destroyed: the zygote destroys them, however the child ended */
+	for (i = 0; i < c->nown; i++) {
+		int j, last = 1;
+
+		for (j = i + 1; j < c->nown; j++)
+			last &= c->own_h[j][2] != c->own_h[i][2];
+		swift_destroy_handles(&dev, c->own_h[i][0], c->own_h[i][1], c->own_h[i][2], last);
+	}
 	for (i = 0; i < c->nrows; i++) {
 		int row = c->rows[i];
 
@@ -516,9 +609,39 @@ static void reap(void)
 	}
 }
 
+/* pool_handle tells whether h names one of the zygote's own objects (a pool
+ * QP or CQ, or the arena's MR); uverbs handles are unique across types. */
+static int pool_handle(uint32_t h)
+{
+	int i;
+
+	if (dev.mr && dev.mr->handle == h)
+		return 1;
+	for (i = 0; i < SWIFT_MAX_QPS; i++)
+		if ((dev.sq[i].qp && dev.sq[i].qp->handle == h) || (dev.sq[i].cq && dev.sq[i].cq->handle == h))
+			return 1;
+	return 0;
+}
+
+/* other_childs tells whether another live function registered h. */
+static int other_childs(const struct child *c, uint32_t h)
+{
+	int i, j, k;
+
+	for (i = 0; i < MAX_CHILDREN; i++) {
+		if (&children[i] == c || children[i].pid <= 0)
+			continue;
+		for (j = 0; j < children[i].nown; j++)
+			for (k = 0; k < 3; k++)
+				if (children[i].own_h[j][k] == h)
+					return 1;
+	}
+	return 0;
+}
+
 static void relay(struct child *c)
 {
-	uint32_t h[64];
+	uint32_t h[1 + 3 * SWIFT_X_MAX];
 	ssize_t n = recv(c->relay_fd, h, sizeof(h), MSG_DONTWAIT);
 	int i, j;
 
@@ -527,11 +650,26 @@ static void relay(struct child *c)
 		c->relay_fd = -1;
 		return;
 	}
+	if (n >= 16 && h[0] == SWIFT_RELAY_OWN) {
+		/* the child's own objects; never a pool QP it does not hold */
+		for (i = 1; i + 2 < (int)(n / 4) && c->nown < SWIFT_X_MAX; i += 3) {
+			if (pool_handle(h[i]) || pool_handle(h[i + 1]) || pool_handle(h[i + 2]) ||
+			    other_childs(c, h[i]) || other_childs(c, h[i + 1]) || other_childs(c, h[i + 2])) {
+				swift_log("pid %d registered an object it did not create (handles %u %u %u); ignored",
+					  (int)c->pid, h[i], h[i + 1], h[i + 2]);
+				continue;
+			}
+			memcpy(c->own_h[c->nown++], &h[i], sizeof(c->own_h[0]));
+		}
+		return;
+	}
 	for (i = 0; i < (int)(n / 4); i++) {
 		int ok = 0;
 
 		for (j = 0; j < c->nrows; j++)
 			ok |= dev.sq[c->rows[j]].qp->handle == h[i];
+		for (j = 0; j < c->nown; j++)
+			ok |= c->own_h[j][0] == h[i];
 		if (ok)
 			swift_ring_doorbell(&dev, h[i]);
 		else
@@ -660,6 +798,8 @@ int main(int argc, char **argv)
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	for (i = 0; i < MAX_CHILDREN; i++)
 		children[i].client_fd = children[i].relay_fd = -1;
+	for (i = 0; i < MAX_HELD; i++)
+		held[i].fd = -1;
 	sigemptyset(&sigs);
 	for (i = 1; i < NSIG; i++)
 		if (i != SIGKILL && i != SIGSTOP && i != SIGSEGV && i != SIGBUS && i != SIGILL && i != SIGFPE &&
@@ -708,8 +848,8 @@ int main(int argc, char **argv)
 		start_entrypoint(argv + ai);
 
 	for (;;) {
-		struct pollfd pfd[3 + 2 * MAX_CHILDREN];
-		struct child *who[3 + 2 * MAX_CHILDREN];
+		struct pollfd pfd[3 + 2 * MAX_CHILDREN + MAX_HELD];
+		struct child *who[3 + 2 * MAX_CHILDREN + MAX_HELD];
 		int np = 0, timeout = MAINT_MS, r;
 
 		if (ai < argc && entry_pid < 0 && entry_status >= 0)
@@ -724,6 +864,10 @@ int main(int argc, char **argv)
 				pfd[np].fd = children[i].relay_fd; pfd[np].events = POLLIN; who[np++] = &children[i];
 			}
 		}
+		for (i = 0; i < MAX_HELD; i++)
+			if (held[i].fd >= 0) {
+				pfd[np].fd = held[i].fd; pfd[np].events = POLLIN; who[np++] = NULL;
+			}
 		r = poll(pfd, (nfds_t)np, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
@@ -754,15 +898,54 @@ int main(int argc, char **argv)
 			if (fd >= 0) {
 				char addr[64];
 
+				struct held *hd = NULL;
+				int rows[SWIFT_X_MAX], nrows = 0;
+
 				snprintf(addr, sizeof(addr), "%s:%d", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
-				swift_xchg_serve(&dev, &cfg, fd, addr);
-				close(fd);
+				if (swift_xchg_serve(&dev, &cfg, fd, addr, rows, &nrows) == 1) {
+					for (i = 0; i < MAX_HELD && !hd; i++)
+						if (held[i].fd < 0)
+							hd = &held[i];
+					if (hd) {
+						hd->fd = fd;
+						hd->nrows = nrows;
+						memcpy(hd->rows, rows, sizeof(int) * (size_t)nrows);
+						fd = -1;
+					} else {
+						swift_log("%s: too many functions hold QPs to this zygote (%d)", addr, MAX_HELD);
+						for (i = 0; i < nrows; i++)
+							swift_row_destroy(&dev, rows[i]);
+					}
+				}
+				if (fd >= 0)
+					close(fd);
 				write_status();
 			}
 		}
-		for (i = 3; i < np; i++)
-			if (pfd[i].revents & (POLLIN | POLLHUP))
+		for (i = 3; i < np; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (who[i]) {
 				relay(who[i]);
+			} else {
+				/* a peer's function closed its exchange connection
+				 * (it ended): our side of its QPs goes too */
+				struct held *hd = NULL;
+				char b[64];
+				int k;
+
+				for (k = 0; k < MAX_HELD && !hd; k++)
+					if (held[k].fd == pfd[i].fd)
+						hd = &held[k];
+				if (!hd || recv(hd->fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+					continue;
+				for (k = 0; k < hd->nrows; k++)
+					swift_row_destroy(&dev, hd->rows[k]);
+				close(hd->fd);
+				hd->fd = -1;
+				write_status();
+			}
+		}
 		reap();
 		maintain_free_rows();
 		rebuild_broken();

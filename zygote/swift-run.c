@@ -2,13 +2,17 @@
  * swift-run: ask the container's zygote to fork a function.
  *
  *   swift-run [--socket PATH] [--peer NAME] [--qps N | --all | --no-qp]
- *             [--new] [--time] -- HANDLER [ARGS...]
+ *             [--new | --own] [--time] -- HANDLER [ARGS...]
  *   swift-run [--socket PATH] --status
  *
  * Its stdin, stdout and stderr become the function's; its exit status is
  * the function's (128+N when killed by signal N). --new connects fresh QPs
  * to the peer on demand even when pooled ones are free (the path a request
- * for a destination without a free QP takes). --time prints to stderr
+ * for a destination without a free QP takes). --own has the function
+ * create and connect QPs of its own on the inherited device context (what
+ * the zygote does anyway on providers whose pool queues a forked child
+ * cannot use; the peer keeps its side until the function ends). --time
+ * prints to stderr
  * the zygote's time to fork and the end-to-end time.
  */
 #include <errno.h>
@@ -33,7 +37,7 @@ static unsigned long long now_us(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new] [--time] -- HANDLER [ARGS...]\n"
+	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new|--own] [--time] -- HANDLER [ARGS...]\n"
 			"       swift-run [--socket PATH] --status\n");
 	exit(2);
 }
@@ -72,6 +76,8 @@ int main(int argc, char **argv)
 			req.flags |= SWIFT_REQ_ALL;
 		} else if (!strcmp(argv[ai], "--new")) {
 			req.flags |= SWIFT_REQ_NEW;
+		} else if (!strcmp(argv[ai], "--own")) {
+			req.flags |= SWIFT_REQ_OWN;
 		} else if (!strcmp(argv[ai], "--no-qp")) {
 			req.flags |= SWIFT_REQ_NOQP;
 		} else if (!strcmp(argv[ai], "--status")) {

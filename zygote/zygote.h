@@ -109,6 +109,7 @@ int swift_row_fill_recv(struct swift_dev *d, int row);
 int swift_row_reclaim(struct swift_dev *d, int row, int timeout_ms);
 int swift_rows(struct swift_dev *d, int peer, enum pool_state st);
 void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle);
+void swift_destroy_handles(struct swift_dev *d, uint32_t qp, uint32_t cq, uint32_t mr, int with_mr);
 
 /* shm.c: parent-domain allocators (struct ibv_parent_domain_init_attr) */
 void *swift_shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type);
@@ -117,9 +118,20 @@ void swift_shm_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t typ
 /* exchange.c */
 #define SWIFT_X_INITIAL 1u   /* the initiator (re)builds its pool to this peer */
 #define SWIFT_X_EPHEMERAL 2u /* a one-off client: its QPs are not kept */
+#define SWIFT_X_HELD 4u      /* a forked function's own QPs: the server keeps
+			      * its side while the connection stays open */
+#define SWIFT_X_MAX 64       /* QPs per exchange */
 int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int count,
 			unsigned flags, int *rows_out, char *err, size_t errlen);
-int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr);
+/* With SWIFT_X_HELD, *held_fd is the open connection; closing it (or the
+ * process's exit) releases the server's side. */
+int swift_xchg_initiate_held(struct swift_dev *d, struct swift_cfg *c, int peer, int count, unsigned flags,
+			     int *rows_out, int *held_fd, char *err, size_t errlen);
+/* Returns 1 when the client asked for SWIFT_X_HELD: the caller keeps fd
+ * open and destroys rows_out[0..*nrows_out) when it closes; 0 when done,
+ * -1 on failure. */
+int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr, int *rows_out,
+		     int *nrows_out);
 
 /* handlers.c */
 swift_main_fn swift_builtin(const char *name);

@@ -411,6 +411,21 @@ scenario_zygote() {
 	echo "$out"
 	fact ownqp "$(echo "$out" | sed -n 's/^ownqp //p')"
 
+	log "functions with QPs of their own (--own: the path for providers without fork sharing)"
+	objs() { rdma resource show qp; rdma resource show cq; rdma resource show mr; }
+	before=$(objs | wc -l)
+	out=$(zexec a /.swift/bin/swift-run --peer b --own --qps 2 --time -- firstsend 2>&1)
+	echo "$out"
+	fact own_send "$(echo "$out" | grep -c '^firstsend: completed')"
+	fact own_qps "$(echo "$out" | sed -n 's/.* qps \([0-9]*\) .*/\1/p')"
+	zexec a /.swift/bin/swift-run --peer b --own -- crash >/dev/null 2>&1
+	fact own_crash_exit $?
+	sleep 1
+	after=$(objs | wc -l)
+	fact own_objects_left $((after - before))
+	[ "$after" -eq "$before" ] || objs
+	fact b_held "$(zexec b /.swift/bin/swift-run --status | grep -c ' owner -1$')"
+
 	log "wrong tenant: a (t1) and e (t2) refuse each other"
 	zwait a e refused || echo "a did not report e refused"
 	grep "refused peer" "$W/a.out" "$W/e.out"
