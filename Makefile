@@ -37,7 +37,7 @@ build:
 install: build
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
-	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
+	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
 	install -d $(PREFIX)/lib/swift/lib $(PREFIX)/lib/swift/handlers
 	install -m 0755 $(BIN)/lib/* $(PREFIX)/lib/swift/lib/
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/

@@ -206,7 +206,8 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 			t.Errorf("%s: %d runs, want at least 30", name, runs)
 		}
 		vals := map[string]float64{}
-		for _, k := range []string{"plain", "swift", "first", "newdest", "warm"} {
+		want("warm_cache", "1") // swift-warm-dyn ran on a valid verbs cache
+		for _, k := range []string{"plain", "swift", "first", "newdest", "own", "warm", "warmstatic"} {
 			want(k+"_n", f["runs"])
 			v, err := strconv.ParseFloat(f[k+"_us"], 64)
 			if err != nil || v <= 0 {
@@ -222,8 +223,12 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 				"fork.ratio":          vals["swift"] / vals["plain"],
 				"fork.first_send_us":  vals["first"],
 				"fork.newdest_us":     vals["newdest"],
+				"fork.own_us":         vals["own"],
 				"fork.warm_us":        vals["warm"],
 				"fork.warm_over_fork": vals["warm"] / vals["swift"],
+				// the stricter baseline: providers linked statically
+				"fork.warm_static_us":        vals["warmstatic"],
+				"fork.warm_static_over_fork": vals["warmstatic"] / vals["swift"],
 			}
 			if err := mergeJSON(out, res); err != nil {
 				t.Errorf("write %s: %v", out, err)

@@ -515,26 +515,36 @@ scenario_fork_bench() {
 	need_containerd
 	P=10.0.2.15
 	n=${SWIFTVM_BENCH_RUNS:-30}
+	# the verbs cache, so that the containers run with the cached library
+	# (swift.io/verbs defaults to cached once the cache is valid)
+	verbs_reset
+	vbuild 3 || fail "cache build or check failed"
 	zrun fa fa 18525 t1 "fb=$P:18526"
 	zrun fb fb 18526 t1 "fa=$P:18525"
 	zwait fa fb connected || fail "fa never connected to fb"
 	fact runs "$n"
-	# total_us of each swift-run, as the function's caller sees it
+	fact warm_cache "$(zexec fa env SWIFT_VERBS_DEBUG=1 /.swift/bin/swift-warm-dyn --peer fb 2>&1 | grep -c 'verbs cache valid')"
+	# total_us of each swift-run, as the function's caller sees it; warm:
+	# a fresh process on the cached verbs library (swift-warm-dyn), and on
+	# statically linked providers (swift-warm, no loading at all)
 	cat >"$W/rootfs-fa/tmp/bench.sh" <<EOF
 for i in \$(seq $n); do /.swift/bin/swift-run --no-qp --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/plain \1/p'; done
 for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/swift \1/p'; done
 for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- firstsend 2>&1 | sed -n 's/.*total_us \([0-9]*\)/first \1/p'; done
 for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --new --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/newdest \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-warm --peer fb | sed -n 's/^warm_us \([0-9]*\)/warm \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --own --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/own \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-warm-dyn --peer fb | sed -n 's/^warm_us \([0-9]*\)/warm \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-warm --peer fb | sed -n 's/^warm_us \([0-9]*\)/warmstatic \1/p'; done
 EOF
 	out=$(zexec fa /bin/sh /tmp/bench.sh)
 	echo "$out"
-	for k in plain swift first newdest warm; do
+	for k in plain swift first newdest own warm warmstatic; do
 		fact "${k}_n" "$(echo "$out" | grep -c "^$k ")"
 		fact "${k}_us" "$(echo "$out" | sed -n "s/^$k //p" | median)"
 	done
 	echo "--- fa.out"; cat "$W/fa.out"
 	zstop fa fb
+	verbs_reset
 }
 
 # The demo: what `make demo` shows a person.
