@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/containerd/errdefs"
@@ -72,6 +73,10 @@ type PoolConfig struct {
 	ListenHost string
 	ListenPort uint16
 	Peers      []annotations.Peer
+	// AcceptOnly restricts the exchange to connections from Accept: the
+	// tenant's peer networks, when its policy restricts peers.
+	AcceptOnly bool
+	Accept     []netip.Prefix
 }
 
 // NewPoolConfig derives the pool description from a container's options;
@@ -108,6 +113,14 @@ func (pc PoolConfig) Render() []byte {
 	fmt.Fprintf(&b, "pool %d\nlisten %s:%d\nsocket %s\nkey_file %s\n", pc.Pool, pc.ListenHost, pc.ListenPort, ZygoteSocket, ZygoteKey)
 	for _, p := range pc.Peers {
 		fmt.Fprintf(&b, "peer %s %s:%d\n", p.Name, p.Host, p.Port)
+	}
+	if pc.AcceptOnly {
+		if len(pc.Accept) == 0 {
+			b.WriteString("accept none\n")
+		}
+		for _, n := range pc.Accept {
+			fmt.Fprintf(&b, "accept %s\n", n.Masked())
+		}
 	}
 	return []byte(b.String())
 }

@@ -414,3 +414,49 @@ func TestProblemsSortedByLine(t *testing.T) {
 		t.Errorf("problem lines %v, want 2 sorted", lines)
 	}
 }
+
+func TestPeerNetworks(t *testing.T) {
+	tests := []struct {
+		name       string
+		rules      []string
+		nilRules   bool
+		want       []string
+		restricted bool
+	}{
+		{"no peers key: any peer", nil, true, nil, false},
+		{"empty list: no peer", []string{}, false, []string{}, true},
+		{"networks once", []string{"10.0.0.0/8:18515", "10.0.0.0/8:18600-18700", "192.168.1.0/24", "[fd00::/8]:1"}, false,
+			[]string{"10.0.0.0/8", "192.168.1.0/24", "fd00::/8"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ten := &Tenant{Name: "t"}
+			if !tc.nilRules {
+				ten.Peers = []PeerRule{}
+				for _, s := range tc.rules {
+					r, err := ParsePeerRule(s)
+					if err != nil {
+						t.Fatalf("ParsePeerRule(%q): %v", s, err)
+					}
+					ten.Peers = append(ten.Peers, r)
+				}
+			}
+			nets, restricted := ten.PeerNetworks()
+			if restricted != tc.restricted {
+				t.Errorf("restricted = %v, want %v", restricted, tc.restricted)
+			}
+			var got []string
+			for _, n := range nets {
+				got = append(got, n.String())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("networks %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("networks %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}

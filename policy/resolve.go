@@ -221,6 +221,23 @@ func (t *Tenant) AllowsPeer(addr netip.Addr, port uint16) bool {
 	return false
 }
 
+// PeerNetworks returns the networks of the tenant's peer rules, each once,
+// and whether the tenant restricts peers at all (false: any peer).
+func (t *Tenant) PeerNetworks() ([]netip.Prefix, bool) {
+	if t.Peers == nil {
+		return nil, false
+	}
+	seen := map[netip.Prefix]bool{}
+	nets := []netip.Prefix{}
+	for _, r := range t.Peers {
+		if p := r.Prefix.Masked(); !seen[p] {
+			seen[p] = true
+			nets = append(nets, p)
+		}
+	}
+	return nets, true
+}
+
 func (t *Tenant) peerList() string {
 	var s []string
 	for _, r := range t.Peers {

@@ -210,7 +210,8 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n"} {
+	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n",
+		"\naccept 10.0.0.0/8\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)
 		}

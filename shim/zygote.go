@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -70,12 +71,14 @@ func TenantKey(stateDir, tenant string) (string, error) {
 
 // prepareZygote returns the zygote modifier and the pool description to
 // write at its ConfPath (in the bundle) once the spec edit has succeeded.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options) (*inject.Zygote, []byte, error) {
+// With acceptOnly the zygote takes exchange connections only from accept.
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, accept []netip.Prefix, acceptOnly bool) (*inject.Zygote, []byte, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	pc := inject.NewPoolConfig(id, opts)
+	pc.Accept, pc.AcceptOnly = accept, acceptOnly
 	key, err := TenantKey(cfg.StateDir, pc.Tenant)
 	if err != nil {
 		return nil, nil, err

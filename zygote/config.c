@@ -1,4 +1,5 @@
 /* The pool description file the shim writes (one "key value" per line). */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +44,40 @@ static int number(const char *v, long lo, long hi, long *out)
 	errno = 0;
 	*out = strtol(v, &end, 10);
 	return (errno || *end || *out < lo || *out > hi) ? -1 : 0;
+}
+
+/* parse_accept reads "none", an IPv4 network "A.B.C.D/N", or an IPv6 one
+ * (the exchange listens on IPv4 only, so those admit nobody here). */
+static int parse_accept(struct swift_cfg *c, const char *v)
+{
+	unsigned a, b, d, e, n;
+	char tail;
+
+	c->accept_only = 1;
+	if (!strcmp(v, "none") || strchr(v, ':'))
+		return strchr(v, '/') == NULL && strcmp(v, "none") != 0;
+	if (sscanf(v, "%u.%u.%u.%u/%u%c", &a, &b, &d, &e, &n, &tail) != 5 || a > 255 || b > 255 || d > 255 ||
+	    e > 255 || n > 32 || c->naccept == SWIFT_MAX_PEERS)
+		return 1;
+	c->accept[c->naccept].mask = n ? 0xffffffffu << (32 - n) : 0;
+	c->accept[c->naccept].net = ((a << 24) | (b << 16) | (d << 8) | e) & c->accept[c->naccept].mask;
+	c->naccept++;
+	return 0;
+}
+
+/* swift_cfg_accepts tells whether an exchange connection from addr (IPv4,
+ * network byte order) may go on. */
+int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr)
+{
+	uint32_t h = ntohl(addr);
+	int i;
+
+	if (!c->accept_only)
+		return 1;
+	for (i = 0; i < c->naccept; i++)
+		if ((h & c->accept[i].mask) == c->accept[i].net)
+			return 1;
+	return 0;
 }
 
 int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen)
@@ -109,6 +144,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			bad = copy(c->socket_path, sizeof(c->socket_path), v);
 		else if (!strcmp(k, "key_file"))
 			bad = copy(c->key_file, sizeof(c->key_file), v);
+		else if (!strcmp(k, "accept"))
+			bad = parse_accept(c, v);
 		else if (!strcmp(k, "peer")) {
 			struct swift_peer *p;
 			char *addr = v;

@@ -902,7 +902,10 @@ int main(int argc, char **argv)
 				int rows[SWIFT_X_MAX], nrows = 0;
 
 				snprintf(addr, sizeof(addr), "%s:%d", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
-				if (swift_xchg_serve(&dev, &cfg, fd, addr, rows, &nrows) == 1) {
+				if (!swift_cfg_accepts(&cfg, sa.sin_addr.s_addr)) {
+					swift_log("refused a connection from %s: not in tenant %s's peer networks", addr,
+						  cfg.tenant);
+				} else if (swift_xchg_serve(&dev, &cfg, fd, addr, rows, &nrows) == 1) {
 					for (i = 0; i < MAX_HELD && !hd; i++)
 						if (held[i].fd < 0)
 							hd = &held[i];

@@ -1,5 +1,6 @@
 /* Unit tests of the zygote's pure parts: SHA-256/HMAC (FIPS and RFC 4231
  * vectors) and the pool description parser. Prints "N passed, N failed". */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,26 @@ static void test_config(void)
 	}
 	check(swift_cfg_load(&c, "/nonexistent/pool.conf", err, sizeof(err)) != 0 && strstr(err, "nonexistent"),
 	      "missing file named");
+	check(load("accept 10.0.2.0/24\naccept 192.168.7.9/32\n", &c, err, sizeof(err)) == 0 && c.naccept == 2,
+	      "accept lines load");
+	check(swift_cfg_accepts(&c, htonl(0x0a00020f)) && swift_cfg_accepts(&c, htonl(0xc0a80709)), "accepts its networks");
+	check(!swift_cfg_accepts(&c, htonl(0x7f000001)) && !swift_cfg_accepts(&c, htonl(0x0a000301)) &&
+	      !swift_cfg_accepts(&c, htonl(0xc0a80708)), "refuses other addresses");
+	check(load("", &c, err, sizeof(err)) == 0 && swift_cfg_accepts(&c, htonl(0x7f000001)), "no accept line: any");
+	check(load("accept none\n", &c, err, sizeof(err)) == 0 && !swift_cfg_accepts(&c, htonl(0x0a00020f)),
+	      "accept none: nobody");
+	check(load("accept fd00::/8\n", &c, err, sizeof(err)) == 0 && !swift_cfg_accepts(&c, htonl(0x0a00020f)),
+	      "an IPv6 network admits no IPv4 peer");
+	check(load("accept 0.0.0.0/0\n", &c, err, sizeof(err)) == 0 && swift_cfg_accepts(&c, htonl(0x01020304)),
+	      "accept 0.0.0.0/0: any");
+	{
+		static const char *bad_accept[] = {"accept 10.0.0.0\n", "accept 10.0.0.0/33\n", "accept 300.0.0.0/8\n",
+						   "accept 10.0.0.0/8x\n", "accept fd00::1\n", "accept\n"};
+		size_t k;
+
+		for (k = 0; k < sizeof(bad_accept) / sizeof(bad_accept[0]); k++)
+			check(load(bad_accept[k], &c, err, sizeof(err)) != 0 && strstr(err, ":1:"), bad_accept[k]);
+	}
 }
 
 static void test_share(void)

@@ -56,6 +56,13 @@ struct swift_cfg {
 	int npeers;
 	struct swift_peer peers[SWIFT_MAX_PEERS];
 	int allow_new_dest;      /* connect on demand when no free QP */
+	/* accept lines: the tenant's peer networks. A zygote whose tenant
+	 * restricts peers takes exchange connections only from them. */
+	int accept_only;
+	int naccept;
+	struct {
+		uint32_t net, mask; /* IPv4, host byte order */
+	} accept[SWIFT_MAX_PEERS];
 };
 
 /* How a forked child can use a QP the zygote created (swift_share_of). */
@@ -94,6 +101,7 @@ struct swift_dev {
 /* config.c */
 int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen);
 int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port);
+int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr);
 enum swift_share swift_share_of(const char *provider, uint32_t vendor_id, uint32_t vendor_part);
 void swift_provider_name(const char *dev, char *out, size_t len);
 const char *swift_share_name(enum swift_share s);

@@ -249,6 +249,13 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		}
 		want("vm_readv", "Operation not permitted")
 		want("ptrace", "Operation not permitted")
+		want("p1_accept", "1")
+		want("refused_network", "1")
+		want("refused_auth_from_allowed", "1")
+		if f["intruder_exit_127.0.0.1"] == "0" || f["intruder_exit_10.0.2.15"] == "0" {
+			t.Errorf("%s: a client without the tenant key got QPs (exit %q from 127.0.0.1, %q from 10.0.2.15)", name,
+				f["intruder_exit_127.0.0.1"], f["intruder_exit_10.0.2.15"])
+		}
 	case ScenarioVerbs, ScenarioVerbsInvalidate, ScenarioVerbsBench:
 		checkVerbs(t, r, name)
 	case ScenarioDemo:

@@ -617,6 +617,7 @@ scenario_policy() {
 local = true
 fork_sharing = true
 seccomp = "baseline"
+peers = ["10.0.2.0/24"]
 [tenants.t1.container]
 hca_handle = 3
 hca_object = 40
@@ -649,6 +650,18 @@ EOF
 	fact vm_readv "$(echo "$out" | sed -n 's/^process_vm_readv([0-9]*): //p')"
 	fact ptrace "$(echo "$out" | sed -n 's/^ptrace([0-9]*): //p')"
 	wait $spid
+
+	log "the exchange takes connections only from the tenant's peer networks (10.0.2.0/24)"
+	fact p1_accept "$(grep -c '^accept 10.0.2.0/24$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p1/swift-pool.conf 2>/dev/null)"
+	for from in 127.0.0.1 10.0.2.15; do
+		printf 'name intruder\ntenant t1\npeer p1 %s:18545\n' "$from" >"$W/intruder-$from.conf"
+		/var/lib/swift/bin/swift-warm --config "$W/intruder-$from.conf" --peer p1 >"$W/intruder-$from.log" 2>&1
+		fact "intruder_exit_$from" $?
+		cat "$W/intruder-$from.log"
+	done
+	sleep 0.5
+	fact refused_network "$(grep -c 'refused a connection from 127.0.0.1:[0-9]*: not in tenant t1.s peer networks' "$W/p1.out")"
+	fact refused_auth_from_allowed "$(grep -c 'refused peer intruder at 10.0.2.15:[0-9]*: claims tenant t1, failed authentication' "$W/p1.out")"
 	echo "--- p1.out"; cat "$W/p1.out"
 	zstop p1
 	cp "$W/swift.default.toml" "$W/swift.toml"

@@ -1,0 +1,42 @@
+package inject
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+)
+
+// TestPoolConfigRender: options in, swift-init's pool description out.
+func TestPoolConfigRender(t *testing.T) {
+	head := "# written by the Swift shim; read by " + ZygoteInit + "\n"
+	tail := "socket " + ZygoteSocket + "\nkey_file " + ZygoteKey + "\n"
+	tests := []struct {
+		name string
+		pc   PoolConfig
+		want string
+	}{
+		{"defaults", NewPoolConfig("c1", annotations.Options{}),
+			head + "name c1\ntenant " + DefaultTenant + "\npool 1\nlisten 0.0.0.0:18515\n" + tail},
+		{"peers and device", PoolConfig{Name: "a", Tenant: "t1", Device: "rxe0", Pool: 4, ListenHost: "10.0.2.15", ListenPort: 18516,
+			Peers: []annotations.Peer{{Name: "b", Host: "10.0.2.15", Port: 18517}, {Name: "c", Host: "host-c", Port: 1}}},
+			head + "name a\ntenant t1\ndevice rxe0\npool 4\nlisten 10.0.2.15:18516\n" + tail +
+				"peer b 10.0.2.15:18517\npeer c host-c:1\n"},
+		{"tenant peer networks", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515,
+			AcceptOnly: true, Accept: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/16"), netip.MustParsePrefix("fd00::/8")}},
+			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail +
+				"accept 10.0.0.0/8\naccept 10.1.0.0/16\naccept fd00::/8\n"},
+		{"tenant allows no peer", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515, AcceptOnly: true},
+			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail + "accept none\n"},
+		{"accept list without AcceptOnly is not written", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515,
+			Accept: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(tc.pc.Render()); got != tc.want {
+				t.Errorf("Render:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
