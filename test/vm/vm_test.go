@@ -206,7 +206,8 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 			t.Errorf("%s: %d runs, want at least 30", name, runs)
 		}
 		vals := map[string]float64{}
-		want("warm_cache", "1") // swift-warm-dyn ran on a valid verbs cache
+		want("warm_cache", "1")     // swift-warm-dyn ran on a valid verbs cache
+		want("pooled_newdest", "0") // every pooled request got a pool QP
 		for _, k := range []string{"plain", "swift", "first", "newdest", "own", "warm", "warmstatic"} {
 			want(k+"_n", f["runs"])
 			v, err := strconv.ParseFloat(f[k+"_us"], 64)

@@ -524,17 +524,28 @@ scenario_fork_bench() {
 	zwait fa fb connected || fail "fa never connected to fb"
 	fact runs "$n"
 	fact warm_cache "$(zexec fa env SWIFT_VERBS_DEBUG=1 /.swift/bin/swift-warm-dyn --peer fb 2>&1 | grep -c 'verbs cache valid')"
-	# total_us of each swift-run, as the function's caller sees it; warm:
-	# a fresh process on the cached verbs library (swift-warm-dyn), and on
-	# statically linked providers (swift-warm, no loading at all)
-	cat >"$W/rootfs-fa/tmp/bench.sh" <<EOF
-for i in \$(seq $n); do /.swift/bin/swift-run --no-qp --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/plain \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/swift \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --time -- firstsend 2>&1 | sed -n 's/.*total_us \([0-9]*\)/first \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --new --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/newdest \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-run --peer fb --own --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/own \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-warm-dyn --peer fb | sed -n 's/^warm_us \([0-9]*\)/warm \1/p'; done
-for i in \$(seq $n); do /.swift/bin/swift-warm --peer fb | sed -n 's/^warm_us \([0-9]*\)/warmstatic \1/p'; done
+	# total_us of each swift-run, as the function's caller sees it, with its
+	# newdest count (a pooled request must not connect on demand); the
+	# modes alternate run by run, so that drift hits them alike. warm: a
+	# fresh process on the cached verbs library (swift-warm-dyn), and on
+	# statically linked providers (swift-warm, no loading at all).
+	echo "n=$n" >"$W/rootfs-fa/tmp/bench.sh"
+	cat >>"$W/rootfs-fa/tmp/bench.sh" <<'EOF'
+t() { k=$1; shift; "$@" 2>&1 | awk -v k="$k" '/total_us/ {print k, $11; print k "_nd", $7}'; }
+w() { k=$1; shift; "$@" | sed -n "s/^warm_us \([0-9]*\)/$k \1/p"; }
+for i in $(seq $n); do
+	t plain /.swift/bin/swift-run --no-qp --time -- noop
+	t swift /.swift/bin/swift-run --peer fb --time -- noop
+	t first /.swift/bin/swift-run --peer fb --time -- firstsend
+done
+for i in $(seq $n); do
+	t newdest /.swift/bin/swift-run --peer fb --new --time -- noop
+	t own /.swift/bin/swift-run --peer fb --own --time -- noop
+done
+for i in $(seq $n); do
+	w warm /.swift/bin/swift-warm-dyn --peer fb
+	w warmstatic /.swift/bin/swift-warm --peer fb
+done
 EOF
 	out=$(zexec fa /bin/sh /tmp/bench.sh)
 	echo "$out"
@@ -542,6 +553,9 @@ EOF
 		fact "${k}_n" "$(echo "$out" | grep -c "^$k ")"
 		fact "${k}_us" "$(echo "$out" | sed -n "s/^$k //p" | median)"
 	done
+	# pooled runs that had to connect on demand (want none)
+	fact pooled_newdest "$(echo "$out" | grep -E '^(plain|swift|first)_nd ' | grep -vc ' 0$')"
+	zexec fa /.swift/bin/swift-run --status
 	echo "--- fa.out"; cat "$W/fa.out"
 	zstop fa fb
 	verbs_reset
