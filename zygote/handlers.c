@@ -316,13 +316,13 @@ static int h_ownqp(struct swift_fn *fn, int argc, char **argv)
 		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 		r_init = rc ? strerror(rc) : "ok";
 	}
-	printf("ownqp reg_mr=%s create_cq=%s create_qp=%s modify_init=%s\n", r_mr, r_cq, r_qp, r_init);
-	if (qp)
-		ibv_destroy_qp(qp);
-	if (cq)
-		ibv_destroy_cq(cq);
-	if (mr)
-		ibv_dereg_mr(mr);
+	{
+		int dq = qp ? ibv_destroy_qp(qp) : -1, dc = cq ? ibv_destroy_cq(cq) : -1, dm = mr ? ibv_dereg_mr(mr) : -1;
+
+		printf("ownqp reg_mr=%s create_cq=%s create_qp=%s modify_init=%s destroy_qp=%s destroy_cq=%s dereg_mr=%s\n",
+		       r_mr, r_cq, r_qp, r_init, dq < 0 ? "skipped" : dq ? strerror(dq) : "ok",
+		       dc < 0 ? "skipped" : dc ? strerror(dc) : "ok", dm < 0 ? "skipped" : dm ? strerror(dm) : "ok");
+	}
 	return 0;
 }
 

@@ -267,7 +267,9 @@ static int own_qps(struct child *c, struct swift_qp **qps, int relay)
 	n = swift_xchg_initiate_held(&dev, &cfg, c->own_peer, c->own, SWIFT_X_HELD, rows, &held_fd, err,
 				     sizeof(err));
 	if (n != c->own) {
+		/* the exchange destroyed what it made; the buffer goes too */
 		fprintf(stderr, "swift: own QPs to %s: %s\n", cfg.peers[c->own_peer].name, err);
+		ibv_dereg_mr(dev.mr);
 		return -1;
 	}
 	msg[0] = SWIFT_RELAY_OWN;

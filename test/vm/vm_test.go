@@ -172,10 +172,12 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 	case ScenarioZygote:
 		want("pool_b_free", "4")
 		want("share", "doorbell-relay")
-		want("ownqp", "reg_mr=ok create_cq=ok create_qp=ok modify_init=ok")
+		want("ownqp", "reg_mr=ok create_cq=ok create_qp=ok modify_init=ok destroy_qp=ok destroy_cq=ok dereg_mr=ok")
 		want("own_send", "1")
 		want("own_qps", "2")
-		want("own_crash_exit", "139") // 128 + SIGSEGV, as swift-run reports it
+		want("own_crash_exit", "139")   // 128 + SIGSEGV, as swift-run reports it
+		want("own_refused_exit", "125") // e is tenant t2: no QPs, a clear error, nothing left behind
+		want("own_refused_msg", "1")
 		want("own_objects_left", "0")
 		want("b_held", "0")
 		want("pingpong_verified", "1000")

@@ -420,6 +420,10 @@ scenario_zygote() {
 	fact own_qps "$(echo "$out" | sed -n 's/.* qps \([0-9]*\) .*/\1/p')"
 	zexec a /.swift/bin/swift-run --peer b --own -- crash >/dev/null 2>&1
 	fact own_crash_exit $?
+	out=$(zexec a /.swift/bin/swift-run --peer e --own -- noop 2>&1)
+	fact own_refused_exit $?
+	echo "$out"
+	fact own_refused_msg "$(echo "$out" | grep -c 'own QPs to e: peer e failed authentication')"
 	sleep 1
 	after=$(objs | wc -l)
 	fact own_objects_left $((after - before))
@@ -600,7 +604,7 @@ EOF
 	echo "DEMO   plain fork, no RDMA            $plain us"
 	echo "DEMO   fork holding a connected QP    $swift us"
 	echo "DEMO   fork to first completed SEND   $first us"
-	echo "DEMO   warm start (fresh process: device, PD, MR, CQ, QP, connect, SEND)  $warm us"
+	echo "DEMO   warm start (fresh process, verbs linked statically: device, PD, MR, CQ, QP, connect, SEND)  $warm us"
 	[ -n "$warm" ] && [ -n "$first" ] && echo "DEMO   warm start / fork to first SEND = $(echo "$warm $first" | awk '{printf "%.1f", $1/$2}')x"
 	echo "DEMO (CPU emulation inflates absolute times; compare the ratios)"
 	echo "DEMO ================================================================"
