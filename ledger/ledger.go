@@ -257,6 +257,35 @@ func (l *Ledger) open(readOnly bool) (*bolt.DB, func(), error) {
 	return db, func() { db.Close(); lf.Close() }, nil
 }
 
+// onBucket runs fn on the lease bucket in one transaction (a write one
+// with write), holding the ledger's lock. A missing ledger or bucket has no
+// leases: fn does not run. fn's errors come back as "ledger PATH: what...".
+func (l *Ledger) onBucket(write bool, what string, fn func(b *bolt.Bucket) error) error {
+	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	db, done, err := l.open(!write)
+	if err != nil {
+		return err
+	}
+	defer done()
+	run := db.View
+	if write {
+		run = db.Update
+	}
+	err = run(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		return fn(b)
+	})
+	if err != nil {
+		return fmt.Errorf("ledger %s: %s%w", l.Path, what, err)
+	}
+	return nil
+}
+
 func decode(k, v []byte) (Lease, error) {
 	var x Lease
 	if err := json.Unmarshal(v, &x); err != nil {
@@ -340,21 +369,9 @@ func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
 // Release removes the lease of namespace/id and returns it (nil when there
 // is none). With owner set, a lease held by another process is left alone.
 func (l *Ledger) Release(namespace, id string, owner *Owner) (*Lease, error) {
-	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	db, done, err := l.open(false)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	var out *Lease
 	key := []byte(namespace + "/" + id)
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		if b == nil {
-			return nil
-		}
+	err := l.onBucket(true, "release "+string(key)+": ", func(b *bolt.Bucket) error {
 		v := b.Get(key)
 		if v == nil {
 			return nil
@@ -367,27 +384,15 @@ func (l *Ledger) Release(namespace, id string, owner *Owner) (*Lease, error) {
 		return b.Delete(key)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: release %s: %w", l.Path, key, err)
+		return nil, err
 	}
 	return out, nil
 }
 
 // List returns every lease, ordered by key. A missing ledger has none.
 func (l *Ledger) List() ([]Lease, error) {
-	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	db, done, err := l.open(true)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	var out []Lease
-	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		if b == nil {
-			return nil
-		}
+	err := l.onBucket(false, "", func(b *bolt.Bucket) error {
 		return b.ForEach(func(k, v []byte) error {
 			x, err := decode(k, v)
 			if err != nil {
@@ -398,7 +403,7 @@ func (l *Ledger) List() ([]Lease, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", l.Path, err)
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out, nil
@@ -407,20 +412,8 @@ func (l *Ledger) List() ([]Lease, error) {
 // GC removes the leases of containers that no longer exist and returns
 // them; with dryRun it only returns them.
 func (l *Ledger) GC(dryRun bool) ([]Lease, error) {
-	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	db, done, err := l.open(false)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	var dead []Lease
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		if b == nil {
-			return nil
-		}
+	err := l.onBucket(true, "gc: ", func(b *bolt.Bucket) error {
 		var keys [][]byte
 		err := b.ForEach(func(k, v []byte) error {
 			x, err := decode(k, v)
@@ -445,7 +438,7 @@ func (l *Ledger) GC(dryRun bool) ([]Lease, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: gc: %w", l.Path, err)
+		return nil, err
 	}
 	return dead, nil
 }
