@@ -339,20 +339,33 @@ func ParseVersion(out string) (major, minor int, text string, ok bool) {
 	return 0, 0, "", false
 }
 
-func checkContainerd(ctx context.Context, n Node) Result {
-	r := Result{Check: "containerd"}
-	out, err := n.Version(ctx, n.Containerd)
+// probeVersion runs bin --version for r's check. When bin does not run
+// (Fail, with installFix) or prints no version it recognises (Warn: check
+// by hand that it is atLeast), it fills r and returns ok false.
+func probeVersion(ctx context.Context, n Node, r *Result, bin, installFix, atLeast string) (major, minor int, v string, ok bool) {
+	out, err := n.Version(ctx, bin)
 	if err != nil {
 		r.Status = Fail
-		r.Detail = fmt.Sprintf("cannot run %s --version: %v", n.Containerd, err)
-		r.Fix = "install containerd 2.x (or 1.7), or name its binary with --containerd"
+		r.Detail = fmt.Sprintf("cannot run %s --version: %v", bin, err)
+		r.Fix = installFix
+		return 0, 0, "", false
+	}
+	major, minor, v, ok = ParseVersion(out)
+	if !ok {
+		r.Status, r.Detail = Warn, fmt.Sprintf("unrecognised version output %q", strings.TrimSpace(out))
+		r.Fix = "check by hand that it is " + atLeast
+	}
+	return major, minor, v, ok
+}
+
+func checkContainerd(ctx context.Context, n Node) Result {
+	r := Result{Check: "containerd"}
+	major, minor, v, ok := probeVersion(ctx, n, &r, n.Containerd,
+		"install containerd 2.x (or 1.7), or name its binary with --containerd", "containerd ≥ 1.7")
+	if !ok {
 		return r
 	}
-	major, minor, v, ok := ParseVersion(out)
 	switch {
-	case !ok:
-		r.Status, r.Detail = Warn, fmt.Sprintf("unrecognised version output %q", strings.TrimSpace(out))
-		r.Fix = "check by hand that it is containerd ≥ 1.7"
 	case major == 2:
 		r.Status, r.Detail = OK, "containerd "+v+": supported (2.x; tested with 2.4.2, config version 3 or 4)"
 	case major == 1 && minor == 7:
@@ -370,18 +383,12 @@ func checkContainerd(ctx context.Context, n Node) Result {
 
 func checkRunc(ctx context.Context, n Node) Result {
 	r := Result{Check: "runc"}
-	out, err := n.Version(ctx, n.Runc)
-	if err != nil {
-		r.Status = Fail
-		r.Detail = fmt.Sprintf("cannot run %s --version: %v", n.Runc, err)
-		r.Fix = "apt-get install runc (1.1+), or name its binary with --runc"
+	major, minor, v, ok := probeVersion(ctx, n, &r, n.Runc,
+		"apt-get install runc (1.1+), or name its binary with --runc", "runc ≥ 1.1")
+	if !ok {
 		return r
 	}
-	major, minor, v, ok := ParseVersion(out)
 	switch {
-	case !ok:
-		r.Status, r.Detail = Warn, fmt.Sprintf("unrecognised version output %q", strings.TrimSpace(out))
-		r.Fix = "check by hand that it is runc ≥ 1.1"
 	case major > 1 || major == 1 && minor >= 1:
 		r.Status, r.Detail = OK, "runc "+v+": supported (1.1+)"
 	default:
