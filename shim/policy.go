@@ -3,7 +3,6 @@ package shim
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"path/filepath"
 	"sync"
 
@@ -31,10 +30,6 @@ type tenancy struct {
 	seccomp *inject.Seccomp
 	devices []string // the device names injected
 	charge  ledger.Amounts
-	// accept: where the zygote takes exchange connections from (the
-	// tenant's peer networks) when acceptOnly.
-	accept     []netip.Prefix
-	acceptOnly bool
 }
 
 // decideTenancy loads the policy (fail closed: a malformed one is an
@@ -68,7 +63,6 @@ func decideTenancy(spec *specs.Spec, cfg config.Config, opts annotations.Options
 		lim.Memlock, lim.MemlockKey, lim.MemlockText = t.Container.Memlock, t.Key("container.memlock"), ""
 	}
 	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices}
-	ten.accept, ten.acceptOnly = t.PeerNetworks()
 	if len(ten.devices) == 0 {
 		ten.devices = inv.Names()
 	}

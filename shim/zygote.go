@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/policy"
 )
 
 // PoolFile is the pool description's name inside the bundle.
@@ -71,14 +71,15 @@ func TenantKey(stateDir, tenant string) (string, error) {
 
 // prepareZygote returns the zygote modifier and the pool description to
 // write at its ConfPath (in the bundle) once the spec edit has succeeded.
-// With acceptOnly the zygote takes exchange connections only from accept.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, accept []netip.Prefix, acceptOnly bool) (*inject.Zygote, []byte, error) {
+// The zygote takes exchange connections only from the tenant's peer
+// networks when t restricts peers.
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant) (*inject.Zygote, []byte, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	pc := inject.NewPoolConfig(id, opts)
-	pc.Accept, pc.AcceptOnly = accept, acceptOnly
+	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
 	key, err := TenantKey(cfg.StateDir, pc.Tenant)
 	if err != nil {
 		return nil, nil, err
