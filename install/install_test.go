@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,7 +98,7 @@ func TestInstallUninstall(t *testing.T) {
 			if !strings.Contains(diff, "+++ "+plan.DropIn+"\n") || !strings.Contains(diff, "+  runtime_type = \"io.containerd.swift.v2\"\n") {
 				t.Errorf("diff lacks the drop-in:\n%s", diff)
 			}
-			if got := snapshot(t, dir); !equalMaps(got, before) {
+			if got := snapshot(t, dir); !maps.Equal(got, before) {
 				t.Fatalf("planning wrote files")
 			}
 			if err := plan.Apply(); err != nil {
@@ -150,7 +151,7 @@ func TestInstallUninstall(t *testing.T) {
 				t.Fatal(err)
 			}
 			after := snapshot(t, dir)
-			if !equalMaps(after, before) {
+			if !maps.Equal(after, before) {
 				t.Errorf("uninstall left\n%q\nwant\n%q", after, before)
 			}
 			un2, err := PlanUninstall(o)
@@ -205,7 +206,7 @@ func TestInstallRefuses(t *testing.T) {
 			if !errors.Is(err, tc.err) || !strings.Contains(fmtyErr(err), tc.msg) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tc.err, tc.msg)
 			}
-			if !equalMaps(snapshot(t, dir), before) {
+			if !maps.Equal(snapshot(t, dir), before) {
 				t.Error("a refused install changed files")
 			}
 		})
@@ -284,16 +285,4 @@ func fmtyErr(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -458,25 +459,13 @@ func Load(dir string) (Manifest, Snapshot, error) {
 	if err != nil {
 		return m, snap, err
 	}
-	if !sameEnv(env, m.Env) {
+	if !maps.Equal(env, m.Env) {
 		return m, snap, fmt.Errorf("env file does not match the manifest: %w", errdefs.ErrDataLoss)
 	}
 	if len(snap.Devices) != len(m.Fingerprint.Devices) || snap.Kernel != m.Fingerprint.Kernel {
 		return m, snap, fmt.Errorf("snapshot and manifest describe different nodes: %w", errdefs.ErrDataLoss)
 	}
 	return m, snap, nil
-}
-
-func sameEnv(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Check says whether the node's current cache may be used: present,
