@@ -22,7 +22,6 @@
 #include "zygote.h"
 
 #define XMAGIC "SWIFTX01"
-#define XMAX SWIFT_X_MAX
 
 struct xhello {
 	char magic[8];
@@ -120,14 +119,14 @@ int swift_xchg_initiate(struct swift_dev *d, struct swift_cfg *c, int peer, int 
 int swift_xchg_initiate_held(struct swift_dev *d, struct swift_cfg *c, int peer, int count, unsigned flags,
 			     int *rows_out, int *held_fd, char *err, size_t errlen)
 {
-	struct swift_qpinfo mine[XMAX], theirs[XMAX];
+	struct swift_qpinfo mine[SWIFT_X_MAX], theirs[SWIFT_X_MAX];
 	struct xhello h;
 	struct xchal ch;
 	struct xreply rep;
 	uint8_t want[32], auth[32];
-	int rows[XMAX], made = 0, fd, i;
+	int rows[SWIFT_X_MAX], made = 0, fd, i;
 
-	if (count < 1 || count > XMAX) {
+	if (count < 1 || count > SWIFT_X_MAX) {
 		snprintf(err, errlen, "count %d out of range", count);
 		return -1;
 	}
@@ -217,19 +216,19 @@ static int find_peer(struct swift_cfg *c, const char *name)
 int swift_xchg_serve(struct swift_dev *d, struct swift_cfg *c, int fd, const char *addr, int *rows_out,
 		     int *nrows_out)
 {
-	struct swift_qpinfo theirs[XMAX], mine[XMAX];
+	struct swift_qpinfo theirs[SWIFT_X_MAX], mine[SWIFT_X_MAX];
 	struct xhello h;
 	struct xchal ch;
 	struct xreply rep = {0, 0};
 	uint8_t got[32], want[32];
-	int rows[XMAX], made = 0, peer, i, count;
+	int rows[SWIFT_X_MAX], made = 0, peer, i, count;
 
 	timeouts(fd, 3000);
 	if (full_io(fd, &h, sizeof(h), 0))
 		return -1;
 	h.tenant[SWIFT_NAME_MAX - 1] = 0;
 	h.from[SWIFT_NAME_MAX - 1] = 0;
-	if (memcmp(h.magic, XMAGIC, 8) || h.count < 1 || h.count > XMAX) {
+	if (memcmp(h.magic, XMAGIC, 8) || h.count < 1 || h.count > SWIFT_X_MAX) {
 		swift_log("refused peer at %s: bad hello", addr);
 		return -1;
 	}

@@ -139,8 +139,8 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 		pa.free = swift_shm_free;
 		d->qp_pd = ibv_alloc_parent_domain(d->ctx, &pa);
 		if (!d->qp_pd) {
-			/* the pool still serves the zygote; children get none */
-			swift_log("ibv_alloc_parent_domain on %s: %s; pool QPs stay with the zygote",
+			/* functions build QPs of their own instead */
+			swift_log("ibv_alloc_parent_domain on %s: %s; functions will build QPs of their own",
 				  name, strerror(errno));
 			d->qp_pd = d->pd;
 			d->share = SHARE_NONE;
@@ -437,7 +437,7 @@ static int destroy_cmd(struct swift_dev *d, uint32_t command, uint32_t handle)
 	return 0;
 }
 
-void swift_destroy_handles(struct swift_dev *d, uint32_t qp, uint32_t cq, uint32_t mr, int with_mr)
+void swift_destroy_qp_cq(struct swift_dev *d, uint32_t qp, uint32_t cq)
 {
 	int e;
 
@@ -445,6 +445,12 @@ void swift_destroy_handles(struct swift_dev *d, uint32_t qp, uint32_t cq, uint32
 		swift_log("destroy a function's QP (handle %u): %s", qp, strerror(e));
 	if ((e = destroy_cmd(d, IB_USER_VERBS_CMD_DESTROY_CQ, cq)) && e != EINVAL)
 		swift_log("destroy a function's CQ (handle %u): %s", cq, strerror(e));
-	if (with_mr && (e = destroy_cmd(d, IB_USER_VERBS_CMD_DEREG_MR, mr)) && e != EINVAL)
+}
+
+void swift_dereg_mr(struct swift_dev *d, uint32_t mr)
+{
+	int e = destroy_cmd(d, IB_USER_VERBS_CMD_DEREG_MR, mr);
+
+	if (e && e != EINVAL)
 		swift_log("deregister a function's MR (handle %u): %s", mr, strerror(e));
 }

@@ -11,9 +11,9 @@
 #define SWIFT_REQ_OWN 16u   /* the child creates and connects QPs of its own */
 
 /* Doorbell relay messages, child to zygote (SOCK_SEQPACKET): an array of
- * QP handles to ring, or SWIFT_RELAY_OWN followed by the handles of
- * objects the child created (QP, CQ, MR triples), which the zygote may then
- * ring and destroys when the child is gone. */
+ * QP handles to ring, or SWIFT_RELAY_OWN followed by the handles of the
+ * objects the child created (its MR, then a QP and CQ pair per QP), which
+ * the zygote may then ring and destroys when the child is gone. */
 #define SWIFT_RELAY_OWN 0xffffffffu
 #define SWIFT_ARGS_MAX 4096
 

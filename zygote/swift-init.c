@@ -43,9 +43,11 @@ struct child {
 	int nrows;
 	int rows[SWIFT_MAX_QPS];
 	/* SWIFT_REQ_OWN: the child builds `own` QPs to own_peer itself and
-	 * registers their handles (QP, CQ, MR), destroyed when it is gone */
-	int own, own_peer, nown;
-	uint32_t own_h[SWIFT_X_MAX][3];
+	 * registers their handles (its MR, a QP and CQ pair per QP), which
+	 * are destroyed when it is gone */
+	int own, own_peer, nown, own_has_mr;
+	uint32_t own_mr;
+	uint32_t own_h[SWIFT_X_MAX][2];
 };
 
 /* Exchange connections a peer's forked function holds open: our side of
@@ -239,7 +241,7 @@ static void reply(int fd, int status, pid_t pid, int nqp, int newdest, uint64_t 
  * registers their handles with the zygote over the relay socket. */
 static int own_qps(struct child *c, struct swift_qp **qps, int relay)
 {
-	uint32_t msg[1 + 3 * SWIFT_X_MAX];
+	uint32_t msg[2 + 2 * SWIFT_X_MAX];
 	int rows[SWIFT_X_MAX], n, i, held_fd = -1;
 	size_t len = dev.slice_len * (size_t)c->own;
 	char err[256];
@@ -273,13 +275,13 @@ static int own_qps(struct child *c, struct swift_qp **qps, int relay)
 		return -1;
 	}
 	msg[0] = SWIFT_RELAY_OWN;
+	msg[1] = dev.mr->handle;
 	for (i = 0; i < n; i++) {
 		qps[i] = &dev.sq[rows[i]];
-		msg[1 + 3 * i] = qps[i]->qp->handle;
-		msg[2 + 3 * i] = qps[i]->cq->handle;
-		msg[3 + 3 * i] = dev.mr->handle;
+		msg[2 + 2 * i] = qps[i]->qp->handle;
+		msg[3 + 2 * i] = qps[i]->cq->handle;
 	}
-	if (send(relay, msg, sizeof(uint32_t) * (size_t)(1 + 3 * n), MSG_NOSIGNAL) < 0) {
+	if (send(relay, msg, sizeof(uint32_t) * (size_t)(2 + 2 * n), MSG_NOSIGNAL) < 0) {
 		fprintf(stderr, "swift: own QPs: register with the zygote: %s\n", strerror(errno));
 		return -1;
 	}
@@ -464,10 +466,10 @@ static void handle_request(int cfd)
 		if (want > 0 && ((req.flags & SWIFT_REQ_NEW) || swift_rows(&dev, peer, ROW_FREE) < want)) {
 			char err[256];
 			int missing = (req.flags & SWIFT_REQ_NEW) ? want : want - swift_rows(&dev, peer, ROW_FREE);
-			int rows[64];
+			int rows[SWIFT_X_MAX];
 
-			if (missing > 64) {
-				reply(cfd, EINVAL, 0, 0, 0, 0, "at most 64 QPs on demand per request");
+			if (missing > SWIFT_X_MAX) {
+				reply(cfd, EINVAL, 0, 0, 0, 0, "at most %d QPs on demand per request", SWIFT_X_MAX);
 				goto drop;
 			}
 			if (!cfg.allow_new_dest) {
@@ -555,13 +557,10 @@ static void child_exited(struct child *c, int wstatus)
 		relay(c);
 	/* the child's own QPs, CQs and MR live on in the shared device file
 	 * until destroyed: the zygote destroys them, however the child ended */
-	for (i = 0; i < c->nown; i++) {
-		int j, last = 1;
-
-		for (j = i + 1; j < c->nown; j++)
-			last &= c->own_h[j][2] != c->own_h[i][2];
-		swift_destroy_handles(&dev, c->own_h[i][0], c->own_h[i][1], c->own_h[i][2], last);
-	}
+	for (i = 0; i < c->nown; i++)
+		swift_destroy_qp_cq(&dev, c->own_h[i][0], c->own_h[i][1]);
+	if (c->own_has_mr)
+		swift_dereg_mr(&dev, c->own_mr);
 	for (i = 0; i < c->nrows; i++) {
 		int row = c->rows[i];
 
@@ -633,8 +632,10 @@ static int other_childs(const struct child *c, uint32_t h)
 	for (i = 0; i < MAX_CHILDREN; i++) {
 		if (&children[i] == c || children[i].pid <= 0)
 			continue;
+		if (children[i].own_has_mr && children[i].own_mr == h)
+			return 1;
 		for (j = 0; j < children[i].nown; j++)
-			for (k = 0; k < 3; k++)
+			for (k = 0; k < 2; k++)
 				if (children[i].own_h[j][k] == h)
 					return 1;
 	}
@@ -643,7 +644,7 @@ static int other_childs(const struct child *c, uint32_t h)
 
 static void relay(struct child *c)
 {
-	uint32_t h[1 + 3 * SWIFT_X_MAX];
+	uint32_t h[2 + 2 * SWIFT_X_MAX];
 	ssize_t n = recv(c->relay_fd, h, sizeof(h), MSG_DONTWAIT);
 	int i, j;
 
@@ -653,12 +654,19 @@ static void relay(struct child *c)
 		return;
 	}
 	if (n >= 16 && h[0] == SWIFT_RELAY_OWN) {
-		/* the child's own objects; never a pool QP it does not hold */
-		for (i = 1; i + 2 < (int)(n / 4) && c->nown < SWIFT_X_MAX; i += 3) {
-			if (pool_handle(h[i]) || pool_handle(h[i + 1]) || pool_handle(h[i + 2]) ||
-			    other_childs(c, h[i]) || other_childs(c, h[i + 1]) || other_childs(c, h[i + 2])) {
-				swift_log("pid %d registered an object it did not create (handles %u %u %u); ignored",
-					  (int)c->pid, h[i], h[i + 1], h[i + 2]);
+		/* the child's own objects; never one of the zygote's or of
+		 * another function's */
+		if (c->own_has_mr || pool_handle(h[1]) || other_childs(c, h[1])) {
+			swift_log("pid %d registered an MR it did not create (handle %u); ignored", (int)c->pid, h[1]);
+		} else {
+			c->own_mr = h[1];
+			c->own_has_mr = 1;
+		}
+		for (i = 2; i + 1 < (int)(n / 4) && c->nown < SWIFT_X_MAX; i += 2) {
+			if (pool_handle(h[i]) || pool_handle(h[i + 1]) || other_childs(c, h[i]) ||
+			    other_childs(c, h[i + 1])) {
+				swift_log("pid %d registered a QP or CQ it did not create (handles %u %u); ignored",
+					  (int)c->pid, h[i], h[i + 1]);
 				continue;
 			}
 			memcpy(c->own_h[c->nown++], &h[i], sizeof(c->own_h[0]));

@@ -73,7 +73,8 @@ enum swift_share {
 			  * MAP_SHARED pages allocated through a parent domain;
 			  * the provider's indices are private, so a QP a child
 			  * used is replaced, not reused */
-	SHARE_NONE,      /* anything else: pool QPs are not handed to children */
+	SHARE_NONE,      /* anything else: pool QPs are not handed to children,
+			  * which build QPs of their own (SWIFT_REQ_OWN) */
 };
 
 struct swift_dev {
@@ -117,7 +118,8 @@ int swift_row_fill_recv(struct swift_dev *d, int row);
 int swift_row_reclaim(struct swift_dev *d, int row, int timeout_ms);
 int swift_rows(struct swift_dev *d, int peer, enum pool_state st);
 void swift_ring_doorbell(struct swift_dev *d, uint32_t qp_handle);
-void swift_destroy_handles(struct swift_dev *d, uint32_t qp, uint32_t cq, uint32_t mr, int with_mr);
+void swift_destroy_qp_cq(struct swift_dev *d, uint32_t qp, uint32_t cq);
+void swift_dereg_mr(struct swift_dev *d, uint32_t mr);
 
 /* shm.c: parent-domain allocators (struct ibv_parent_domain_init_attr) */
 void *swift_shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type);
