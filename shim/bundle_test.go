@@ -151,6 +151,23 @@ func onlySpecFile(t *testing.T, bundle string) {
 	}
 }
 
+// assertRefused fails t unless what returned an error of class whose text
+// contains every msg.
+func assertRefused(t *testing.T, what string, err error, class func(error) bool, msgs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: want error", what)
+	}
+	if !class(err) {
+		t.Errorf("error %q has the wrong class", err)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("error %q does not contain %q", err, m)
+		}
+	}
+}
+
 func assertUnchanged(t *testing.T, bundle string, orig []byte) {
 	t.Helper()
 	_, b := readBundle(t, bundle)
@@ -380,17 +397,7 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bundle, orig := writeBundle(t, tc.spec)
 			err := EditBundle(context.Background(), bundle, tc.cfg, Node{CgroupRoot: n.cgroupRoot})
-			if err == nil {
-				t.Fatal("EditBundle: want error")
-			}
-			if !tc.class(err) {
-				t.Errorf("error %q has the wrong class", err)
-			}
-			for _, m := range tc.msg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q does not contain %q", err, m)
-				}
-			}
+			assertRefused(t, "EditBundle", err, tc.class, tc.msg...)
 			assertUnchanged(t, bundle, orig)
 		})
 	}

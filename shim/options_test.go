@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,17 +78,8 @@ func TestParseRuntimeOptionsErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const name = "/etc/containerd/swift-options.toml"
 			_, err := ParseRuntimeOptions(name, []byte(tc.body))
-			if err == nil {
-				t.Fatalf("ParseRuntimeOptions(%q): want error", tc.body)
-			}
-			if !errdefs.IsInvalidArgument(err) {
-				t.Errorf("error %q is not InvalidArgument", err)
-			}
-			for _, m := range append([]string{name}, tc.msg...) {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q does not contain %q", err, m)
-				}
-			}
+			assertRefused(t, fmt.Sprintf("ParseRuntimeOptions(%q)", tc.body), err, errdefs.IsInvalidArgument,
+				append([]string{name}, tc.msg...)...)
 		})
 	}
 }
@@ -310,17 +302,7 @@ func TestConvertOptionsErrors(t *testing.T) {
 			orig := tc.r.Options
 			origValue := bytes.Clone(orig.GetValue())
 			_, err := ConvertOptions(tc.r)
-			if err == nil {
-				t.Fatal("want error")
-			}
-			if !errdefs.IsInvalidArgument(err) {
-				t.Errorf("error %q is not InvalidArgument", err)
-			}
-			for _, m := range tc.msg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q does not contain %q", err, m)
-				}
-			}
+			assertRefused(t, "ConvertOptions", err, errdefs.IsInvalidArgument, tc.msg...)
 			if tc.r.Options != orig || !bytes.Equal(tc.r.Options.GetValue(), origValue) {
 				t.Error("r.Options changed despite the error")
 			}

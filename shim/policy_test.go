@@ -287,17 +287,7 @@ func TestEditBundlePolicyRefusals(t *testing.T) {
 			cfg, state, _ := n.policyConfig(t, testPolicy)
 			bundle, orig := writeBundle(t, testSpec(tc.ann))
 			err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
-			if err == nil {
-				t.Fatal("EditBundle: want error")
-			}
-			if !tc.class(err) {
-				t.Errorf("error %q has the wrong class", err)
-			}
-			for _, m := range tc.msg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q does not contain %q", err, m)
-				}
-			}
+			assertRefused(t, "EditBundle", err, tc.class, tc.msg...)
 			assertUnchanged(t, bundle, orig)
 			if ls := leasesIn(t, state); len(ls) != 0 {
 				t.Errorf("a refused container left leases: %+v", ls)
