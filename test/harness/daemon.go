@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Env names the environment variables that locate the binaries.
@@ -210,6 +213,20 @@ func (d *Daemon) LogTail(n int) string {
 // BundleDir is where the runtime v2 shim keeps container id's bundle.
 func (d *Daemon) BundleDir(id string) string {
 	return filepath.Join(d.State, "io.containerd.runtime.v2.task", d.Namespace, id)
+}
+
+// BundleSpec reads the OCI spec of container id as the shim left it in its
+// bundle.
+func (d *Daemon) BundleSpec(id string) (*specs.Spec, error) {
+	b, err := os.ReadFile(filepath.Join(d.BundleDir(id), "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s bundle spec: %w", id, err)
+	}
+	return &s, nil
 }
 
 // Stop ends the daemon (SIGTERM, then SIGKILL after 10s).

@@ -442,12 +442,8 @@ grep '^Seccomp:' /proc/self/status`
 			t.Errorf("container output lacks %q:\n%s", want, so)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(daemon.BundleDir(id), "config.json"))
+	s, err := daemon.BundleSpec(id)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range s.Linux.Seccomp.Syscalls {

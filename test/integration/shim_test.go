@@ -1,15 +1,12 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/rdma"
@@ -125,12 +122,8 @@ cat /dev/infiniband/uverbs0 2>&1 | sed 's/^/open: /'`
 			t.Errorf("devices.list of %s should allow 231:193 and 10:60 but not 231:192:\n%s", id, rules)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(daemon.BundleDir(id), "config.json"))
+	s, err := daemon.BundleSpec(id)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
 	var paths []string
