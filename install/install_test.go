@@ -224,16 +224,7 @@ func TestUninstallRefusesForeignDropIn(t *testing.T) {
 
 // The operator's later edits survive uninstall.
 func TestUninstallKeepsEdits(t *testing.T) {
-	dir := t.TempDir()
-	files{"config.toml": "version = 3\n"}.write(t, dir)
-	o := Options{ConfigPath: filepath.Join(dir, "config.toml")}
-	plan, err := PlanInstall(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Apply(); err != nil {
-		t.Fatal(err)
-	}
+	o, plan := installed(t, "version = 3\n")
 	b, _ := os.ReadFile(o.ConfigPath)
 	b = append(b, "\n[debug]\n  level = \"debug\"\n"...)
 	b = bytes.Replace(b, []byte("imports = ["), []byte("imports = [\"/extra.toml\", "), 1)
@@ -259,16 +250,7 @@ func TestUninstallKeepsEdits(t *testing.T) {
 
 // Changing a flag updates the drop-in in place.
 func TestInstallUpdates(t *testing.T) {
-	dir := t.TempDir()
-	files{"config.toml": "version = 3\n"}.write(t, dir)
-	o := Options{ConfigPath: filepath.Join(dir, "config.toml")}
-	plan, err := PlanInstall(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Apply(); err != nil {
-		t.Fatal(err)
-	}
+	o, _ := installed(t, "version = 3\n")
 	o.SwiftConfig = "/srv/swift.toml"
 	up, err := PlanInstall(o)
 	if err != nil {
@@ -278,6 +260,23 @@ func TestInstallUpdates(t *testing.T) {
 		!strings.Contains(up.Diff(), "-  SwiftConfig = \"/etc/swift/config.toml\"\n+  SwiftConfig = \"/srv/swift.toml\"\n") {
 		t.Fatalf("update plan = %+v\n%s", up.Changes, up.Diff())
 	}
+}
+
+// installed writes root as config.toml in a fresh directory and applies
+// an install with default options to it.
+func installed(t *testing.T, root string) (Options, *Plan) {
+	t.Helper()
+	dir := t.TempDir()
+	files{"config.toml": root}.write(t, dir)
+	o := Options{ConfigPath: filepath.Join(dir, "config.toml")}
+	plan, err := PlanInstall(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	return o, plan
 }
 
 func fmtyErr(err error) string {
