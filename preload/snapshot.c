@@ -1,16 +1,15 @@
 /* snapshot.c — parse and validate the verbs cache snapshot, and compare its
  * fingerprint with the running node. Shared by libswiftverbs.so and the unit
- * tests; uses only plain libc calls (open/read/close, syscall, string
- * functions, snprintf) and allocates nothing, so that the preload loads and
- * runs in any image. */
+ * tests. It makes its system calls directly (sys.h), calls snprintf only
+ * to word a rejection, and allocates nothing, so that the preload loads and
+ * runs in any image and its validation binds no libc symbol. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include "snapshot.h"
+#include "sys.h"
 
 uint64_t swv_fnv1a64(const void *p, size_t n)
 {
@@ -162,28 +161,30 @@ int swv_find_dev(const struct swv_snapshot *s, const char *name)
 	return -1;
 }
 
-/* read_value reads a small sysfs file into buf, trimming whitespace at both
- * ends. Returns 0, or -1 if it cannot be read. */
-static int read_value(const char *path, char *buf, size_t n)
+/* read_value reads a small sysfs file, rel under the directory dirfd, into
+ * buf, trimming whitespace at both ends. A sysfs attribute comes whole in
+ * one read; a read that fills buf is followed by more. Returns 0, or -1 if
+ * it cannot be read. */
+static int read_value(int dirfd, const char *rel, char *buf, size_t n)
 {
-	ssize_t r;
+	long r;
 	size_t len = 0, start = 0;
 	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = swv_openat(dirfd, rel, 0);
 	if (fd < 0)
 		return -1;
 	while (len < n - 1) {
-		r = read(fd, buf + len, n - 1 - len);
+		r = swv_read(fd, buf + len, n - 1 - len);
 		if (r < 0) {
-			close(fd);
+			swv_close(fd);
 			return -1;
 		}
-		if (r == 0)
-			break;
 		len += (size_t)r;
+		if (r == 0 || len < n - 1)
+			break;
 	}
-	close(fd);
+	swv_close(fd);
 	buf[len] = 0;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
 		buf[--len] = 0;
@@ -192,6 +193,41 @@ static int read_value(const char *path, char *buf, size_t n)
 	if (start)
 		memmove(buf, buf + start, len - start + 1);
 	return 0;
+}
+
+/* join writes a "/" b into dst (n bytes); 0, or -1 if it does not fit. */
+static int join(char *dst, size_t n, const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la + 1 + lb + 1 > n)
+		return -1;
+	memcpy(dst, a, la);
+	dst[la] = '/';
+	memcpy(dst + la + 1, b, lb + 1);
+	return 0;
+}
+
+/* utoa writes v in decimal at p; returns the end. */
+static char *utoa(char *p, uint32_t v)
+{
+	char t[10];
+	int n = 0;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+/* devnum writes "major:minor" into p (at least 22 bytes), as sysfs does. */
+static void devnum(char *p, uint32_t major, uint32_t minor)
+{
+	p = utoa(p, major);
+	*p++ = ':';
+	*utoa(p, minor) = 0;
 }
 
 /* The kernel's directory entry (getdents64). */
@@ -203,10 +239,11 @@ struct swv_dirent64 {
 	char d_name[];
 };
 
-/* new_uverbs looks for a uverbs entry of dir the snapshot does not know;
- * returns 1 and its name in name, 0 if none, -1 if dir cannot be read.
- * getdents64 on a stack buffer instead of opendir: no allocation. */
-static int new_uverbs(const struct swv_snapshot *s, const char *dir, char *name, size_t n)
+/* new_uverbs looks for a uverbs entry of the directory dirfd the snapshot
+ * does not know; returns 1 and its name in name, 0 if none, -1 if the
+ * directory cannot be read. getdents64 on a stack buffer instead of
+ * opendir: no allocation. */
+static int new_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_t n)
 {
 	union {
 		char b[4096];
@@ -214,11 +251,8 @@ static int new_uverbs(const struct swv_snapshot *s, const char *dir, char *name,
 	} buf;
 	long r, off;
 	uint32_t i;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	if (fd < 0)
-		return -1;
-	while ((r = syscall(SYS_getdents64, fd, buf.b, sizeof(buf.b))) > 0) {
+	while ((r = swv_getdents64(dirfd, buf.b, sizeof(buf.b))) > 0) {
 		for (off = 0; off < r;) {
 			struct swv_dirent64 *de = (struct swv_dirent64 *)(buf.b + off);
 			int known = 0;
@@ -232,46 +266,28 @@ static int new_uverbs(const struct swv_snapshot *s, const char *dir, char *name,
 				known |= !strcmp(s->devs[i].uverbs, de->d_name);
 			if (known)
 				continue;
-			snprintf(name, n, "%s", de->d_name);
-			close(fd);
+			i = 0;
+			for (; de->d_name[i] && i < n - 1; i++)
+				name[i] = de->d_name[i];
+			name[i] = 0;
 			return 1;
 		}
 	}
-	close(fd);
 	return r < 0 ? -1 : 0;
 }
 
-int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release,
-			  char *why, size_t whylen)
+/* check_devices compares every snapshot device with the node: verbs is
+ * the open class/infiniband_verbs directory, ib the open class/infiniband
+ * one (-1 if it cannot be opened). */
+static int check_devices(const struct swv_snapshot *s, int verbs, int ib, char *why, size_t whylen)
 {
-	char path[512], val[128], want[32], uv[256];
+	char rel[128], val[128], want[32];
 	uint32_t i;
-	int r;
 
-	if (strcmp(release, s->kernel) != 0) {
-		snprintf(why, whylen, "kernel release is %s, the cache was built on %s", release, s->kernel);
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/class/infiniband_verbs", sysfs);
-	r = new_uverbs(s, path, uv, sizeof(uv));
-	if (r < 0) {
-		if (s->ndev == 0)
-			return 0;
-		snprintf(why, whylen, "cannot read %s: no devices visible, the cache knows %u", path, s->ndev);
-		return 1;
-	}
-	if (r > 0) {
-		snprintf(path, sizeof(path), "%s/class/infiniband_verbs/%s/ibdev", sysfs, uv);
-		if (read_value(path, val, sizeof(val)) < 0)
-			val[0] = 0;
-		snprintf(why, whylen, "device %s (%s) is not in the cache", val[0] ? val : "?", uv);
-		return 1;
-	}
 	for (i = 0; i < s->ndev; i++) {
 		const struct swv_dev *d = &s->devs[i];
 
-		snprintf(path, sizeof(path), "%s/class/infiniband_verbs/%s/ibdev", sysfs, d->uverbs);
-		if (read_value(path, val, sizeof(val)) < 0) {
+		if (join(rel, sizeof(rel), d->uverbs, "ibdev") < 0 || read_value(verbs, rel, val, sizeof(val)) < 0) {
 			snprintf(why, whylen, "device %s (%s) is gone", d->name, d->uverbs);
 			return 1;
 		}
@@ -279,21 +295,19 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 			snprintf(why, whylen, "%s is now device %s, the cache has %s", d->uverbs, val, d->name);
 			return 1;
 		}
-		snprintf(path, sizeof(path), "%s/class/infiniband_verbs/%s/dev", sysfs, d->uverbs);
-		snprintf(want, sizeof(want), "%u:%u", d->major, d->minor);
-		if (read_value(path, val, sizeof(val)) < 0 || strcmp(val, want) != 0) {
+		devnum(want, d->major, d->minor);
+		if (join(rel, sizeof(rel), d->uverbs, "dev") < 0 || read_value(verbs, rel, val, sizeof(val)) < 0 ||
+		    strcmp(val, want) != 0) {
 			snprintf(why, whylen, "device %s: device number %s, the cache has %s", d->name, val, want);
 			return 1;
 		}
-		snprintf(path, sizeof(path), "%s/class/infiniband/%s/node_guid", sysfs, d->name);
-		if (read_value(path, val, sizeof(val)) < 0)
+		if (join(rel, sizeof(rel), d->name, "node_guid") < 0 || read_value(ib, rel, val, sizeof(val)) < 0)
 			val[0] = 0;
 		if (strcmp(val, d->node_guid) != 0) {
 			snprintf(why, whylen, "device %s: node GUID %s, the cache has %s", d->name, val, d->node_guid);
 			return 1;
 		}
-		snprintf(path, sizeof(path), "%s/class/infiniband/%s/fw_ver", sysfs, d->name);
-		if (read_value(path, val, sizeof(val)) < 0)
+		if (join(rel, sizeof(rel), d->name, "fw_ver") < 0 || read_value(ib, rel, val, sizeof(val)) < 0)
 			val[0] = 0;
 		if (strcmp(val, d->fw_ver) != 0) {
 			snprintf(why, whylen, "device %s: firmware %s, the cache has %s", d->name, val, d->fw_ver);
@@ -301,6 +315,49 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 		}
 	}
 	return 0;
+}
+
+int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release,
+			  char *why, size_t whylen)
+{
+	char path[512], uv[256], val[128];
+	int verbs, ib, r;
+
+	if (strcmp(release, s->kernel) != 0) {
+		snprintf(why, whylen, "kernel release is %s, the cache was built on %s", release, s->kernel);
+		return 1;
+	}
+	if (join(path, sizeof(path), sysfs, "class/infiniband_verbs") < 0 ||
+	    (verbs = swv_openat(AT_FDCWD, path, O_DIRECTORY)) < 0) {
+		if (s->ndev == 0)
+			return 0;
+		snprintf(why, whylen, "cannot read %s/class/infiniband_verbs: no devices visible, the cache knows %u",
+			 sysfs, s->ndev);
+		return 1;
+	}
+	r = new_uverbs(s, verbs, uv, sizeof(uv));
+	if (r < 0) {
+		swv_close(verbs);
+		if (s->ndev == 0)
+			return 0;
+		snprintf(why, whylen, "cannot read %s: no devices visible, the cache knows %u", path, s->ndev);
+		return 1;
+	}
+	if (r > 0) {
+		if (join(path, sizeof(path), uv, "ibdev") < 0 || read_value(verbs, path, val, sizeof(val)) < 0)
+			val[0] = 0;
+		swv_close(verbs);
+		snprintf(why, whylen, "device %s (%s) is not in the cache", val[0] ? val : "?", uv);
+		return 1;
+	}
+	ib = -1;
+	if (s->ndev > 0 && join(path, sizeof(path), sysfs, "class/infiniband") == 0)
+		ib = swv_openat(AT_FDCWD, path, O_DIRECTORY);
+	r = check_devices(s, verbs, ib, why, whylen);
+	swv_close(verbs);
+	if (ib >= 0)
+		swv_close(ib);
+	return r;
 }
 
 int swv_port_static_diff(const struct swv_port *w, const struct ibv_port_attr *g, char *why, size_t whylen)

@@ -7,7 +7,7 @@
  *  - at load (or at the first verbs call if libibverbs is loaded later)
  *    reads snapshot.bin and checks its fingerprint against the node: kernel
  *    release, uverbs devices, their numbers, node GUIDs and firmware
- *    (a dozen small sysfs reads). Valid: device attributes are served from
+ *    (one directory listing and four small sysfs reads per device). Valid: device attributes are served from
  *    the snapshot. Stale or unreadable: every call goes to libibverbs
  *    unchanged, every provider the node's rdma-core ships is added through
  *    RDMAV_DRIVERS (the mounted libibverbs.d lists only the providers the
@@ -28,11 +28,17 @@
  * It must be safe in any process of any image: no libc or libibverbs
  * link-time dependency (all symbols are resolved at run time; dlsym is weak),
  * no allocation, no threads, nothing printed when the cache is valid, and a
- * process that never touches libibverbs only pays one dlsym.
+ * process that never touches libibverbs only pays a walk of the loader's
+ * list of objects. The validation binds no libc symbol: its system calls
+ * are made directly (sys.h), its string functions are this library's own
+ * (libc.c), and the wrapped calls are found in libibverbs' symbol table
+ * (elfsym.h); a first call through libc costs a symbol search of every
+ * object in the process, more than the validation's own work.
  *
  * Environment: SWIFT_VERBS_CACHE (cache directory, default /.swift/verbs),
  * SWIFT_VERBS=off (disable), SWIFT_VERBS_DEBUG=1 (say what happens),
- * SWIFT_VERBS_SYSFS (sysfs root, for tests).
+ * SWIFT_VERBS_SYSFS (sysfs root, for tests), SWIFT_VERBS_RESOLVER=dlsym
+ * (find the wrapped calls with dlsym, for tests).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,11 +56,15 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "elfsym.h"
 #include "snapshot.h"
 #include "swiftverbs.h"
+#include "sys.h"
 
 /* Resolved at run time so that the library loads even where libdl is not. */
 #pragma weak dlsym
+extern char **environ;
+#pragma weak environ
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -165,8 +175,53 @@ static void add_providers(const char *list)
 	setenv("RDMAV_DRIVERS", buf, 1);
 }
 
+/* env is getenv without a call into libc (see sys.h). */
+static const char *env(const char *name)
+{
+	size_t n = strlen(name);
+	char **e;
+
+	if (!&environ)
+		return NULL;
+	for (e = environ; e && *e; e++)
+		if (!strncmp(*e, name, n) && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+/* resolve finds the libibverbs functions this library wraps: in
+ * libibverbs' own symbol table when it is loaded (elfsym.h); with
+ * dlsym(RTLD_NEXT) when the loader's list of objects cannot be read or a
+ * call is missing from that table. Nothing when libibverbs is not loaded. */
 static void resolve(void)
 {
+	const char *by = env("SWIFT_VERBS_RESOLVER");
+	struct swv_elf e;
+	int found = -2;
+
+#define E(var, name) var = (__typeof__(var))swv_elf_sym(&e, name)
+	if (!(by && !strcmp(by, "dlsym")))
+		found = swv_elf_find("libibverbs.so", &e);
+	if (found == -1)
+		return; /* libibverbs is not loaded (yet) */
+	if (found == 0) {
+		E(real_get_device_list, "ibv_get_device_list");
+		E(real_open_device, "ibv_open_device");
+		E(real_close_device, "ibv_close_device");
+		E(real_query_device, "ibv_query_device");
+		E(real_create_cq, "ibv_create_cq");
+		E(real_create_qp, "ibv_create_qp");
+		E(real_modify_qp, "ibv_modify_qp");
+		E(real_reg_mr, "ibv_reg_mr");
+		if (real_get_device_list && real_open_device && real_close_device && real_query_device &&
+		    real_create_cq && real_create_qp && real_modify_qp && real_reg_mr) {
+			swiftverbs_stats.resolver = SWV_BY_ELF;
+			return;
+		}
+	}
+#undef E
+	if (!dlsym)
+		return;
 #define R(var, name) var = (__typeof__(var))dlsym(RTLD_NEXT, name)
 	R(real_get_device_list, "ibv_get_device_list");
 	R(real_open_device, "ibv_open_device");
@@ -177,46 +232,58 @@ static void resolve(void)
 	R(real_modify_qp, "ibv_modify_qp");
 	R(real_reg_mr, "ibv_reg_mr");
 #undef R
+	if (real_get_device_list)
+		swiftverbs_stats.resolver = SWV_BY_DLSYM;
 }
 
 /* load reads and checks the snapshot; returns the new state. */
 static uint32_t load(void)
 {
-	const char *dir = getenv("SWIFT_VERBS_CACHE");
-	const char *sysfs = getenv("SWIFT_VERBS_SYSFS");
+	const char *dir = env("SWIFT_VERBS_CACHE");
+	const char *sysfs = env("SWIFT_VERBS_SYSFS");
+	static const char file[] = "/snapshot.bin";
 	char path[256];
 	struct utsname u;
-	size_t len = 0;
-	ssize_t r;
+	size_t len = 0, dl;
+	long r;
 	int fd;
 
 	if (!dir || !*dir)
 		dir = "/.swift/verbs";
 	if (!sysfs || !*sysfs)
 		sysfs = "/sys";
-	snprintf(path, sizeof(path), "%s/snapshot.bin", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	dl = strlen(dir);
+	if (dl + sizeof(file) > sizeof(path)) {
+		snprintf(reason, sizeof(reason), "cache directory name too long: %s", dir);
+		return SWV_UNUSABLE;
+	}
+	memcpy(path, dir, dl);
+	memcpy(path + dl, file, sizeof(file));
+	fd = swv_openat(AT_FDCWD, path, 0);
 	if (fd < 0) {
-		snprintf(reason, sizeof(reason), "cannot open %s: %s", path, strerror(errno));
+		snprintf(reason, sizeof(reason), "cannot open %s: %s", path, strerror(-fd));
 		return SWV_UNUSABLE;
 	}
 	while (len < sizeof(snapbuf)) {
-		r = read(fd, snapbuf + len, sizeof(snapbuf) - len);
-		if (r < 0 && errno == EINTR)
+		r = swv_read(fd, snapbuf + len, sizeof(snapbuf) - len);
+		if (r == -EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		len += (size_t)r;
+		if (len < sizeof(snapbuf) && r < 4096)
+			break; /* a short read of a regular file: its end */
 	}
-	close(fd);
+	swv_close(fd);
 	if (len > SWV_MAX_SIZE) {
 		snprintf(reason, sizeof(reason), "%s is larger than any snapshot", path);
 		return SWV_UNUSABLE;
 	}
 	if (swv_parse(snapbuf, len, &snap, reason, sizeof(reason)) < 0)
 		return SWV_UNUSABLE;
-	if (uname(&u) < 0) {
-		snprintf(reason, sizeof(reason), "uname: %s", strerror(errno));
+	r = swv_uname(&u);
+	if (r < 0) {
+		snprintf(reason, sizeof(reason), "uname: %s", strerror((int)-r));
 		return SWV_STALE;
 	}
 	if (swv_check_fingerprint(&snap, sysfs, u.release, reason, sizeof(reason)))
@@ -240,15 +307,14 @@ static void init(int from_ctor)
 		return;
 	}
 	t0 = now_ns();
-	e = getenv("SWIFT_VERBS_DEBUG");
+	e = env("SWIFT_VERBS_DEBUG");
 	debug = e && *e && strcmp(e, "0") != 0;
-	if (dlsym)
-		resolve();
+	resolve();
 	if (!real_get_device_list && from_ctor) {
 		unlock(&init_lock); /* no libibverbs (yet): nothing to do */
 		return;
 	}
-	e = getenv("SWIFT_VERBS");
+	e = env("SWIFT_VERBS");
 	if (e && !strcmp(e, "off")) {
 		st = SWV_OFF;
 	} else if (!real_get_device_list) {

@@ -23,7 +23,20 @@ struct swiftverbs_stats {
 	uint32_t contexts;      /* device contexts opened while the cache was valid */
 	uint32_t revalidations; /* failed calls after which the device was re-queried */
 	uint32_t retries;       /* calls retried because the cache was wrong */
+	uint32_t resolver;      /* SWV_BY_*: how the wrapped libibverbs calls were found */
 };
+
+/* swiftverbs_stats.resolver */
+enum {
+	SWV_BY_NONE = 0,  /* not found (libibverbs not loaded) */
+	SWV_BY_ELF = 1,   /* in libibverbs' own symbol table (elfsym.h) */
+	SWV_BY_DLSYM = 2, /* dlsym(RTLD_NEXT) */
+};
+
+static inline const char *swv_resolver_name(uint32_t r)
+{
+	return r == SWV_BY_ELF ? "elf" : r == SWV_BY_DLSYM ? "dlsym" : "none";
+}
 
 static inline const char *swv_state_name(uint32_t state)
 {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "elfsym.h"
 #include "snapshot.h"
 #include "swiftverbs.h"
 
@@ -416,7 +417,14 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=valid drivers=-\n") && e[0] == 0, "valid: rc %d out \"%s\" err \"%s\"", rc, o, e);
+		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0, "valid: rc %d out \"%s\" err \"%s\"", rc, o, e);
+	}
+	{
+		const char *env[] = {e_pre, e_cache, e_sysfs, "SWIFT_VERBS_RESOLVER=dlsym", NULL};
+
+		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
+		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=dlsym\n") && e[0] == 0,
+		      "valid, calls found with dlsym: rc %d out \"%s\" err \"%s\"", rc, o, e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, "SWIFT_VERBS_DEBUG=1", NULL};
@@ -433,14 +441,14 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 				   "using the real verbs calls and every provider\n";
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw\n"), "added device: out \"%s\"", o);
+		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n"), "added device: out \"%s\"", o);
 		check(!strcmp(e, want), "added device: exactly one log line, got \"%s\"", e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, "RDMAV_DRIVERS=/opt/x/libfoo", NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=stale drivers=/opt/x/libfoo:mlx5:rxe:siw\n"), "keeps RDMAV_DRIVERS: \"%s\"", o);
+		check(rc == 0 && !strcmp(o, "state=stale drivers=/opt/x/libfoo:mlx5:rxe:siw resolver=elf\n"), "keeps RDMAV_DRIVERS: \"%s\"", o);
 	}
 	make_tree(root);
 	rm(root, "class/infiniband_verbs/uverbs1");
@@ -448,7 +456,7 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw\n") &&
+		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n") &&
 			      strstr(e, "(device rxe1 (uverbs1) is gone)"),
 		      "removed device: out \"%s\" err \"%s\"", o, e);
 	}
@@ -475,7 +483,7 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		const char *env[] = {e_pre, e_cache, e_sysfs, "SWIFT_VERBS=off", NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=off drivers=-\n") && e[0] == 0, "off: out \"%s\" err \"%s\"", o, e);
+		check(rc == 0 && !strcmp(o, "state=off drivers=- resolver=elf\n") && e[0] == 0, "off: out \"%s\" err \"%s\"", o, e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
@@ -485,6 +493,34 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		      "process without libibverbs: out \"%s\" err \"%s\"", o, e);
 	}
 	free(b);
+}
+
+/* The preload's own symbol lookup must agree with dlsym, including which
+ * version of a versioned symbol it picks. */
+static void test_elfsym(void)
+{
+	struct swv_elf e;
+	void *h = dlopen("libibverbs.so.1", RTLD_NOW);
+	void *v10;
+
+	check(swv_elf_find("libswift-not-loaded.so", &e) == -1, "elfsym: an object that is not loaded is -1");
+	check(swv_elf_find("libc.so", &e) == 0, "elfsym: libc found");
+	/* realpath@@GLIBC_2.3 is the default, realpath@GLIBC_2.2.5 the old one */
+	check(swv_elf_sym(&e, "realpath") == dlsym(RTLD_DEFAULT, "realpath") && swv_elf_sym(&e, "realpath") != NULL,
+	      "elfsym: libc realpath is dlsym's (the default version)");
+	check(swv_elf_sym(&e, "swift_no_such_symbol") == NULL, "elfsym: a missing name is NULL");
+	if (!h) {
+		check(0, "elfsym: dlopen libibverbs.so.1: %s", dlerror());
+		return;
+	}
+	check(swv_elf_find("libibverbs.so", &e) == 0, "elfsym: libibverbs found");
+	v10 = dlvsym(h, "ibv_get_device_list", "IBVERBS_1.0");
+	check(swv_elf_sym(&e, "ibv_get_device_list") == dlsym(h, "ibv_get_device_list") && v10 &&
+		      swv_elf_sym(&e, "ibv_get_device_list") != v10,
+	      "elfsym: ibv_get_device_list@@IBVERBS_1.1, not @IBVERBS_1.0");
+	check(swv_elf_sym(&e, "ibv_reg_mr") == dlsym(h, "ibv_reg_mr") && swv_elf_sym(&e, "ibv_modify_qp") == dlsym(h, "ibv_modify_qp"),
+	      "elfsym: ibv_reg_mr and ibv_modify_qp are dlsym's");
+	check(swv_elf_sym(&e, "ibv_no_such_call") == NULL, "elfsym: a missing libibverbs name is NULL");
 }
 
 int main(int argc, char **argv)
@@ -516,6 +552,7 @@ int main(int argc, char **argv)
 	test_fingerprint(golden, len, root);
 	test_port_diff();
 	test_fix();
+	test_elfsym();
 	{
 		char *out = realpath(argv[2], NULL), *self = realpath("/proc/self/exe", NULL);
 
