@@ -2,7 +2,7 @@
  *
  *   swift-profile [--runs N] [--device NAME] [--port N] [--gid-index N]
  *                 [--pingpong N] [--size-from-device] [--info]
- *                 [--config-dir DIR] [--preload LIB] [--cache DIR]
+ *                 [--config-dir DIR] [--preload LIB] [--cache DIR] [--no-aslr]
  *
  * Each run re-executes this program (a fresh process: dynamic loading,
  * provider loading and the preload's validation all happen again) and
@@ -13,7 +13,7 @@
  * The QPs then exchange --pingpong checked messages (not timed in the
  * critical path). One line per run on stdout:
  *
- *   run=I exit=0 process_us=.. cache=valid served=1 init_us=..
+ *   run=I exit=0 process_us=.. cache=valid served=1 resolver=elf init_us=..
  *   ibv_get_device_list_us=.. ... critical_us=.. pingpong=ok pingpong_us=..
  *
  * critical_us is init_us (libswiftverbs.so's validation, 0 without it)
@@ -36,6 +36,14 @@
  * bind-mounted over /etc/libibverbs.d (root only): how swiftctl measures
  * the cached path on the node. --preload and --cache set LD_PRELOAD and
  * SWIFT_VERBS_CACHE for the children.
+ *
+ * --no-aslr runs the children without address space randomization. Under
+ * QEMU's TCG emulation (the rxe VM) a process pays the translation of every
+ * block of library code it runs, again in every process, because QEMU keys
+ * translated code by virtual address and randomization moves the libraries
+ * in every process. Without it the translations are reused across
+ * processes and a call costs about what its work costs, as on a real CPU,
+ * where nothing is translated.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -45,6 +53,7 @@
 #include <getopt.h>
 #include <link.h>
 #include <sched.h>
+#include <sys/personality.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +99,7 @@ static struct {
 	const char *config_dir;
 	const char *preload;
 	const char *cache;
+	int no_aslr;
 	int child;
 } opt = {.runs = 1, .port = 1, .gid_index = -1, .pingpong = 10};
 
@@ -395,9 +405,10 @@ static int child(void)
 		pp = pingpong(qp[0], qp[1], cq, mr, buf, opt.pingpong) ? "fail" : "ok";
 		pp_us = now_us() - t0;
 	}
-	printf("cache=%s served=%u port_checks=%u revalidations=%u retries=%u init_us=%.1f",
+	printf("cache=%s served=%u port_checks=%u revalidations=%u retries=%u resolver=%s aslr=%s init_us=%.1f",
 	       swv_state_name(st ? st->state : SWV_NONE), st ? st->served : 0, st ? st->port_checks : 0,
-	       st ? st->revalidations : 0, st ? st->retries : 0, st ? (double)st->init_ns / 1e3 : 0.0);
+	       st ? st->revalidations : 0, st ? st->retries : 0, swv_resolver_name(st ? st->resolver : SWV_BY_NONE),
+	       personality(0xffffffff) & ADDR_NO_RANDOMIZE ? "off" : "on", st ? (double)st->init_ns / 1e3 : 0.0);
 	crit = st ? (double)st->init_ns / 1e3 : 0;
 	for (i = 0; i < C_N; i++) {
 		printf(" %s_us=%.1f", call_names[i], t_call[i]);
@@ -480,7 +491,8 @@ static int run(int idx, char **argv)
 static void usage(void)
 {
 	fprintf(stderr, "usage: swift-profile [--runs N] [--device NAME] [--port N] [--gid-index N] "
-			"[--pingpong N] [--size-from-device] [--info] [--config-dir DIR] [--preload LIB] [--cache DIR]\n");
+			"[--pingpong N] [--size-from-device] [--info] [--config-dir DIR] [--preload LIB] [--cache DIR] "
+			"[--no-aslr]\n");
 	exit(2);
 }
 
@@ -492,7 +504,7 @@ int main(int argc, char **argv)
 		{"pingpong", required_argument, NULL, 'n'}, {"info", no_argument, NULL, 'i'},
 		{"config-dir", required_argument, NULL, 'c'}, {"preload", required_argument, NULL, 'P'},
 		{"cache", required_argument, NULL, 'C'},    {"child", no_argument, NULL, 'X'},
-		{"size-from-device", no_argument, NULL, 'S'},
+		{"size-from-device", no_argument, NULL, 'S'}, {"no-aslr", no_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
 	char *cargv[32];
@@ -534,6 +546,9 @@ int main(int argc, char **argv)
 		case 'S':
 			opt.size_from_device = 1;
 			break;
+		case 'A':
+			opt.no_aslr = 1;
+			break;
 		default:
 			usage();
 		}
@@ -547,6 +562,15 @@ int main(int argc, char **argv)
 		if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 		    mount(opt.config_dir, "/etc/libibverbs.d", NULL, MS_BIND, NULL) < 0) {
 			fprintf(stderr, "swift-profile: cannot mount %s over /etc/libibverbs.d: %s\n", opt.config_dir,
+				strerror(errno));
+			return 2;
+		}
+	}
+	if (opt.no_aslr) {
+		int p = personality(0xffffffff);
+
+		if (p < 0 || personality((unsigned long)p | ADDR_NO_RANDOMIZE) < 0) {
+			fprintf(stderr, "swift-profile: cannot turn address space randomization off: %s\n",
 				strerror(errno));
 			return 2;
 		}

@@ -3,6 +3,7 @@ package vm
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/swift-rdma/swift-containerd/verbs"
 )
@@ -76,9 +77,28 @@ func VerbsTrimmedKeys(kv map[string]any, trimmed verbs.Profile) {
 	}
 }
 
+// VerbsNoASLRKeys adds the same keys as VerbsBenchKeys and VerbsTrimmedKeys
+// under verbs.noaslr. for the runs made without address space
+// randomization (swift-profile --no-aslr): verbs.noaslr.stock_ms,
+// verbs.noaslr.cached_ms, verbs.noaslr.speedup, verbs.noaslr.calls.*, ...
+// Under TCG a randomized process translates all the library code it runs
+// anew; these runs reuse the translations, as a real CPU has none to make.
+func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed verbs.Profile) error {
+	nk, err := VerbsBenchKeys(stock, cached)
+	if err != nil {
+		return fmt.Errorf("without address space randomization: %w", err)
+	}
+	VerbsTrimmedKeys(nk, trimmed)
+	for k, v := range nk {
+		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
+	}
+	return nil
+}
+
 // WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input;
 // trimmed (provider trimming without the preload) is drawn when it has runs.
-func WriteVerbsChart(w io.Writer, stock, cached, trimmed verbs.Profile) error {
+// label is added to the title (e.g. "without ASLR").
+func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed verbs.Profile) error {
 	ms, mc, mt := stock.Medians(), cached.Medians(), trimmed.Medians()
 	conv := func(m map[string]float64) map[string]float64 {
 		out := map[string]float64{"critical path": m["critical"] / 1000, "preload init": m["init"] / 1000}
@@ -88,8 +108,11 @@ func WriteVerbsChart(w io.Writer, stock, cached, trimmed verbs.Profile) error {
 		return out
 	}
 	rows := append([]string{"critical path", "preload init"}, verbs.Calls...)
-	title := fmt.Sprintf("verbs control plane in a container (rxe, qemu), median of %d runs: stock %.1f ms, cached %.1f ms (%.1fx)",
-		len(stock.Runs), ms["critical"]/1000, mc["critical"]/1000, ms["critical"]/mc["critical"])
+	if label != "" {
+		label = ", " + label
+	}
+	title := fmt.Sprintf("verbs control plane in a container (rxe, qemu%s), median of %d runs: stock %.1f ms, cached %.1f ms (%.1fx)",
+		label, len(stock.Runs), ms["critical"]/1000, mc["critical"]/1000, ms["critical"]/mc["critical"])
 	series := []verbs.ChartSeries{
 		{Name: "stock", Color: "#c0392b", Values: conv(ms)},
 		{Name: "cached (swift.io/verbs=cached)", Color: "#27ae60", Values: conv(mc)},

@@ -140,28 +140,61 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		if sp <= 1 {
 			t.Errorf("%s: the cached path is not faster (speedup %.2f)", name, sp)
 		}
+		// The same three paths without address space randomization.
+		for _, p := range []string{"stock", "cached", "trimmed"} {
+			want(p+"_aslr", "on")
+			want(p+"_noaslr_aslr", "off")
+			atLeast(p+"_noaslr_n", float64(runs))
+		}
+		want("stock_noaslr_cache_state", "none")
+		want("cached_noaslr_cache_state", "valid")
+		var np [3]verbs.Profile
+		for i, p := range []string{"stock", "cached", "trimmed"} {
+			if np[i], err = readProfile(filepath.Join(r.Dir, "verbs-bench-"+p+"-noaslr.prof")); err != nil {
+				t.Errorf("%s: %s profile without ASLR: %v", name, p, err)
+			}
+		}
+		if err := VerbsNoASLRKeys(kv, np[0], np[1], np[2]); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else {
+			nsp := kv["verbs.noaslr.speedup"].(float64)
+			t.Logf("%s: without ASLR: stock %.1f ms, cached %.1f ms, speedup %.2fx (ceiling %.2fx); ibv_get_device_list %.1f -> %.1f ms; preload init %.2f ms; trimmed only %v ms",
+				name, kv["verbs.noaslr.stock_ms"], kv["verbs.noaslr.cached_ms"], nsp, kv["verbs.noaslr.speedup_ceiling"],
+				kv["verbs.noaslr.calls.stock.ibv_get_device_list_ms"], kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"],
+				kv["verbs.noaslr.calls.cached.preload_init_ms"], kv["verbs.noaslr.trimmed_ms"])
+			if nsp <= 1 {
+				t.Errorf("%s: without ASLR the cached path is not faster (speedup %.2f)", name, nsp)
+			}
+		}
 		if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
-			chart := filepath.Join(filepath.Dir(out), "verbs.svg")
-			kv["verbs.chart"] = chart
+			kv["verbs.chart"] = filepath.Join(filepath.Dir(out), "verbs.svg")
+			kv["verbs.noaslr.chart"] = filepath.Join(filepath.Dir(out), "verbs-noaslr.svg")
 			kv["verbs.target_speedup"] = VerbsTargetSpeedup
 			if err := mergeJSON(out, kv); err != nil {
 				t.Errorf("write %s: %v", out, err)
 			}
-			cf, err := os.Create(chart)
-			if err == nil {
-				err = WriteVerbsChart(cf, stock, cached, trimmed)
-				if cerr := cf.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err != nil {
-				t.Errorf("write %s: %v", chart, err)
-			}
-			t.Logf("verbs bench -> %s, chart %s", out, chart)
+			writeChart(t, kv["verbs.chart"].(string), "", stock, cached, trimmed)
+			writeChart(t, kv["verbs.noaslr.chart"].(string), "without ASLR", np[0], np[1], np[2])
+			t.Logf("verbs bench -> %s, charts %s, %s", out, kv["verbs.chart"], kv["verbs.noaslr.chart"])
 		}
 	}
 	if t.Failed() {
 		t.Logf("%s facts: %v", name, f)
+	}
+}
+
+// writeChart writes WriteVerbsChart's SVG to path.
+func writeChart(t *testing.T, path, label string, stock, cached, trimmed verbs.Profile) {
+	t.Helper()
+	cf, err := os.Create(path)
+	if err == nil {
+		err = WriteVerbsChart(cf, label, stock, cached, trimmed)
+		if cerr := cf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Errorf("write %s: %v", path, err)
 	}
 }
 
@@ -223,7 +256,7 @@ func TestVerbsBenchKeys(t *testing.T) {
 		t.Error("VerbsBenchKeys(no stock runs): want error")
 	}
 	var b strings.Builder
-	if err := WriteVerbsChart(&b, stock, cached, verbs.Profile{}); err != nil || !strings.Contains(b.String(), "5.0x") || strings.Contains(b.String(), "trimmed") {
+	if err := WriteVerbsChart(&b, "", stock, cached, verbs.Profile{}); err != nil || !strings.Contains(b.String(), "5.0x") || strings.Contains(b.String(), "trimmed") {
 		t.Errorf("chart: %v %.200s", err, b.String())
 	}
 	VerbsTrimmedKeys(kv, cached)
@@ -231,7 +264,20 @@ func TestVerbsBenchKeys(t *testing.T) {
 		t.Errorf("trimmed keys: %v %v", kv["verbs.trimmed_ms"], kv["verbs.calls.trimmed.ibv_get_device_list_ms"])
 	}
 	b.Reset()
-	if err := WriteVerbsChart(&b, stock, cached, cached); err != nil || !strings.Contains(b.String(), "trimmed") {
+	if err := WriteVerbsChart(&b, "without ASLR", stock, cached, cached); err != nil || !strings.Contains(b.String(), "trimmed") ||
+		!strings.Contains(b.String(), "qemu, without ASLR)") {
 		t.Errorf("chart with trimmed: %v", err)
+	}
+	if err := VerbsNoASLRKeys(kv, cached, stock, cached); err != nil {
+		t.Fatal(err)
+	}
+	if kv["verbs.noaslr.stock_ms"] != 50.0 || kv["verbs.noaslr.cached_ms"] != 250.0 || kv["verbs.noaslr.speedup"] != 0.2 ||
+		kv["verbs.noaslr.trimmed_ms"] != 50.0 || kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"] != 239.0 ||
+		kv["verbs.stock_ms"] != 250.0 {
+		t.Errorf("noaslr keys: %v %v %v %v %v", kv["verbs.noaslr.stock_ms"], kv["verbs.noaslr.cached_ms"], kv["verbs.noaslr.speedup"],
+			kv["verbs.noaslr.trimmed_ms"], kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"])
+	}
+	if err := VerbsNoASLRKeys(kv, verbs.Profile{}, cached, cached); err == nil || !strings.Contains(err.Error(), "without address space randomization") {
+		t.Errorf("VerbsNoASLRKeys(no stock runs) = %v, want an error naming the mode", err)
 	}
 }

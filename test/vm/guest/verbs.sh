@@ -24,7 +24,9 @@
 #                     20), alternating rounds, plus the cached container
 #                     without the preload ("trimmed": provider trimming
 #                     alone); raw swift-profile output in
-#                     $R/verbs-bench-{stock,cached,trimmed}.prof for the host
+#                     $R/verbs-bench-{stock,cached,trimmed}.prof for the host;
+#                     the same without address space randomization in
+#                     $R/verbs-bench-{stock,cached,trimmed}-noaslr.prof
 
 VERBS_STATE=/var/lib/swift/verbs
 
@@ -291,31 +293,49 @@ scenario_verbs_bench() {
 	vcache show
 	vstart vbstock stock
 	vstart vbcached cached
-	: >"$R/verbs-bench-stock.prof"
-	: >"$R/verbs-bench-cached.prof"
-	: >"$R/verbs-bench-trimmed.prof"
+	for a in "" -noaslr; do
+		for p in stock cached trimmed; do
+			: >"$R/verbs-bench-$p$a.prof"
+		done
+	done
 	# Alternate rounds so that drift (page cache, TCG translation cache)
-	# hits both paths alike; one warm-up exec each first.
+	# hits both paths alike; one warm-up exec each first. Each round runs
+	# the three paths with address space randomization (as deployed) and
+	# without it (swift-profile --no-aslr: QEMU then reuses its translation
+	# of library code across processes, closer to what a real CPU pays).
 	vexec vbstock swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
 	vexec vbcached swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
 	r=0
 	while [ $r -lt $rounds ]; do
 		log "round $((r + 1))/$rounds: $per runs each"
-		vexec vbstock swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-stock.prof" 2>>"$W/vbstock.err"
-		vexec vbcached swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-cached.prof" 2>>"$W/vbcached.err"
-		# the cached container without the preload: provider trimming alone
-		vexec vbcached env -u LD_PRELOAD swift-profile --runs "$per" --device rxe0 --pingpong 10 >>"$R/verbs-bench-trimmed.prof" 2>>"$W/vbcached.err"
+		for a in "" -noaslr; do
+			flag=${a:+--no-aslr}
+			# shellcheck disable=SC2086
+			vexec vbstock swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-stock$a.prof" 2>>"$W/vbstock.err"
+			# shellcheck disable=SC2086
+			vexec vbcached swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-cached$a.prof" 2>>"$W/vbcached.err"
+			# the cached container without the preload: provider trimming alone
+			# shellcheck disable=SC2086
+			vexec vbcached env -u LD_PRELOAD swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-trimmed$a.prof" 2>>"$W/vbcached.err"
+		done
 		r=$((r + 1))
 	done
-	cat "$R/verbs-bench-stock.prof" "$R/verbs-bench-cached.prof" "$R/verbs-bench-trimmed.prof"
+	for a in "" -noaslr; do
+		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof"
+	done
 	echo "--- stderr"
 	cat "$W/vbstock.err" "$W/vbcached.err"
 	fact runs "$n"
-	for p in stock cached trimmed; do
-		f="$R/verbs-bench-$p.prof"
-		fact "${p}_n" "$(grep -c '^run=[0-9]* exit=0 ' "$f")"
-		fact "${p}_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
-		fact "${p}_critical_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n 's/^critical_us=//p' | median)"
+	for a in "" -noaslr; do
+		for p in stock cached trimmed; do
+			f="$R/verbs-bench-$p$a.prof"
+			k=$p
+			[ -n "$a" ] && k="${p}_noaslr"
+			fact "${k}_n" "$(grep -c '^run=[0-9]* exit=0 ' "$f")"
+			fact "${k}_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+			fact "${k}_aslr" "$(sed -n 's/^run=.* aslr=\([a-z]*\) .*/\1/p' "$f" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+			fact "${k}_critical_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n 's/^critical_us=//p' | median)"
+		done
 	done
 	zstop vbstock vbcached
 	verbs_reset
