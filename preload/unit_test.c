@@ -6,7 +6,8 @@
  * No RDMA device needed. Prints "N passed, N failed".
  *
  *   preload-unit TESTDATA_DIR OUT_DIR   (OUT_DIR holds libswiftverbs.so, preload-probe)
- *   preload-unit --plain                (internal: a process without libibverbs) */
+ *   preload-unit --plain                (internal: a process without libibverbs)
+ *   preload-unit --late                 (internal: one that dlopens libibverbs later) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -492,6 +493,14 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		check(rc == 0 && !strcmp(o, "preloaded=1 state=none init_ns=0\n") && e[0] == 0,
 		      "process without libibverbs: out \"%s\" err \"%s\"", o, e);
 	}
+	{
+		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
+		char *largv[3] = {(char *)self, "--late", NULL};
+
+		rc = run(largv, env, o, sizeof(o), e, sizeof(e));
+		check(rc == 0 && !strcmp(o, "before=none state=valid resolver=elf\n") && e[0] == 0,
+		      "libibverbs loaded late: out \"%s\" err \"%s\"", o, e);
+	}
 	free(b);
 }
 
@@ -534,6 +543,21 @@ int main(int argc, char **argv)
 
 		printf("preloaded=%d state=%s init_ns=%llu\n", st != NULL, swv_state_name(st ? st->state : 0),
 		       st ? (unsigned long long)st->init_ns : 0ull);
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "--late")) {
+		/* libibverbs loaded after start, as a plugin would: the
+		 * preload's wrapper (first in the global scope) runs its
+		 * deferred validation at the first call. */
+		struct swiftverbs_stats *st = dlsym(RTLD_DEFAULT, "swiftverbs_stats");
+		void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_GLOBAL);
+		struct ibv_device **(*gdl)(int *) = (struct ibv_device * *(*)(int *))dlsym(RTLD_DEFAULT, "ibv_get_device_list");
+		uint32_t before = st ? st->state : 0;
+		struct ibv_device **l = h && gdl ? gdl(NULL) : NULL;
+
+		(void)l; /* no device here: NULL or an empty list */
+		printf("before=%s state=%s resolver=%s\n", swv_state_name(before), swv_state_name(st ? st->state : 0),
+		       swv_resolver_name(st ? st->resolver : 0));
 		return 0;
 	}
 	if (argc != 3) {
