@@ -62,33 +62,42 @@ func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
 	return kv, nil
 }
 
-// VerbsTrimmedKeys adds the cached container's runs without the preload
-// (provider trimming alone): verbs.trimmed_ms and verbs.calls.trimmed.*.
-func VerbsTrimmedKeys(kv map[string]any, trimmed verbs.Profile) {
-	m := trimmed.Medians()
+// VerbsModeKeys adds one more measured mode p as verbs.<mode>_ms,
+// verbs.<mode>_speedup (verbs.stock_ms over it, when kv has that),
+// verbs.process.<mode>_ms and verbs.calls.<mode>.*: "trimmed" (the cached
+// container without the preload: provider trimming alone) and "static"
+// (swift-profile-static: every provider linked in, none loaded: what no
+// provider-loading optimization can beat). Nothing when p has no
+// completed run.
+func VerbsModeKeys(kv map[string]any, mode string, p verbs.Profile) {
+	m := p.Medians()
 	if m["critical"] <= 0 {
 		return
 	}
-	kv["verbs.trimmed_ms"] = m["critical"] / 1000
-	kv["verbs.process.trimmed_ms"] = m["process"] / 1000
-	kv["verbs.calls.trimmed.preload_init_ms"] = m["init"] / 1000
+	kv["verbs."+mode+"_ms"] = m["critical"] / 1000
+	if stock, ok := kv["verbs.stock_ms"].(float64); ok {
+		kv["verbs."+mode+"_speedup"] = stock / (m["critical"] / 1000)
+	}
+	kv["verbs.process."+mode+"_ms"] = m["process"] / 1000
+	kv["verbs.calls."+mode+".preload_init_ms"] = m["init"] / 1000
 	for _, c := range verbs.Calls {
-		kv["verbs.calls.trimmed."+c+"_ms"] = m[c] / 1000
+		kv["verbs.calls."+mode+"."+c+"_ms"] = m[c] / 1000
 	}
 }
 
-// VerbsNoASLRKeys adds the same keys as VerbsBenchKeys and VerbsTrimmedKeys
+// VerbsNoASLRKeys adds the same keys as VerbsBenchKeys and VerbsModeKeys
 // under verbs.noaslr. for the runs made without address space
 // randomization (swift-profile --no-aslr): verbs.noaslr.stock_ms,
 // verbs.noaslr.cached_ms, verbs.noaslr.speedup, verbs.noaslr.calls.*, ...
 // Under TCG a randomized process translates all the library code it runs
 // anew; these runs reuse the translations, as a real CPU has none to make.
-func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed verbs.Profile) error {
+func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed, static verbs.Profile) error {
 	nk, err := VerbsBenchKeys(stock, cached)
 	if err != nil {
 		return fmt.Errorf("without address space randomization: %w", err)
 	}
-	VerbsTrimmedKeys(nk, trimmed)
+	VerbsModeKeys(nk, "trimmed", trimmed)
+	VerbsModeKeys(nk, "static", static)
 	for k, v := range nk {
 		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
 	}
@@ -96,10 +105,11 @@ func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed verbs.Profile) er
 }
 
 // WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input;
-// trimmed (provider trimming without the preload) is drawn when it has runs.
-// label is added to the title (e.g. "without ASLR").
-func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed verbs.Profile) error {
-	ms, mc, mt := stock.Medians(), cached.Medians(), trimmed.Medians()
+// trimmed (provider trimming without the preload) and static (every
+// provider linked in) are drawn when they have runs. label is added to the
+// title (e.g. "without ASLR").
+func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed, static verbs.Profile) error {
+	ms, mc, mt, mst := stock.Medians(), cached.Medians(), trimmed.Medians(), static.Medians()
 	conv := func(m map[string]float64) map[string]float64 {
 		out := map[string]float64{"critical path": m["critical"] / 1000, "preload init": m["init"] / 1000}
 		for _, c := range verbs.Calls {
@@ -119,6 +129,9 @@ func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed verbs.Pro
 	}
 	if mt["critical"] > 0 {
 		series = append(series, verbs.ChartSeries{Name: "trimmed libibverbs.d only (no preload)", Color: "#7f8c8d", Values: conv(mt)})
+	}
+	if mst["critical"] > 0 {
+		series = append(series, verbs.ChartSeries{Name: "static (every provider linked in, none loaded)", Color: "#2980b9", Values: conv(mst)})
 	}
 	return verbs.WriteChartSVG(w, title, "ms", rows, series)
 }

@@ -130,31 +130,40 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		if err != nil {
 			t.Errorf("%s: trimmed profile: %v", name, err)
 		}
-		VerbsTrimmedKeys(kv, trimmed)
+		VerbsModeKeys(kv, "trimmed", trimmed)
+		static, err := readProfile(filepath.Join(r.Dir, "verbs-bench-static.prof"))
+		if err != nil {
+			t.Errorf("%s: static profile: %v", name, err)
+		}
+		VerbsModeKeys(kv, "static", static)
 		sp := kv["verbs.speedup"].(float64)
 		t.Logf("%s: critical path stock %.1f ms, cached %.1f ms, speedup %.2fx (target %dx: met %v; ceiling %.2fx, never-cached calls %.1f ms); ibv_get_device_list %.1f -> %.1f ms; preload init %.1f ms; trimmed only %v ms",
 			name, kv["verbs.stock_ms"], kv["verbs.cached_ms"], sp, VerbsTargetSpeedup, sp >= VerbsTargetSpeedup,
 			kv["verbs.speedup_ceiling"], kv["verbs.never_cached.cached_ms"],
 			kv["verbs.calls.stock.ibv_get_device_list_ms"], kv["verbs.calls.cached.ibv_get_device_list_ms"],
 			kv["verbs.calls.cached.preload_init_ms"], kv["verbs.trimmed_ms"])
+		t.Logf("%s: static (every provider linked in, none loaded) %v ms (stock over it %v), ibv_get_device_list %v ms", name,
+			kv["verbs.static_ms"], kv["verbs.static_speedup"], kv["verbs.calls.static.ibv_get_device_list_ms"])
 		if sp <= 1 {
 			t.Errorf("%s: the cached path is not faster (speedup %.2f)", name, sp)
 		}
 		// The same three paths without address space randomization.
-		for _, p := range []string{"stock", "cached", "trimmed"} {
+		for _, p := range []string{"stock", "cached", "trimmed", "static"} {
 			want(p+"_aslr", "on")
 			want(p+"_noaslr_aslr", "off")
 			atLeast(p+"_noaslr_n", float64(runs))
 		}
+		atLeast("static_n", float64(runs))
+		want("static_cache_state", "none")
 		want("stock_noaslr_cache_state", "none")
 		want("cached_noaslr_cache_state", "valid")
-		var np [3]verbs.Profile
-		for i, p := range []string{"stock", "cached", "trimmed"} {
+		var np [4]verbs.Profile
+		for i, p := range []string{"stock", "cached", "trimmed", "static"} {
 			if np[i], err = readProfile(filepath.Join(r.Dir, "verbs-bench-"+p+"-noaslr.prof")); err != nil {
 				t.Errorf("%s: %s profile without ASLR: %v", name, p, err)
 			}
 		}
-		if err := VerbsNoASLRKeys(kv, np[0], np[1], np[2]); err != nil {
+		if err := VerbsNoASLRKeys(kv, np[0], np[1], np[2], np[3]); err != nil {
 			t.Errorf("%s: %v", name, err)
 		} else {
 			nsp := kv["verbs.noaslr.speedup"].(float64)
@@ -162,6 +171,8 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 				name, kv["verbs.noaslr.stock_ms"], kv["verbs.noaslr.cached_ms"], nsp, kv["verbs.noaslr.speedup_ceiling"],
 				kv["verbs.noaslr.calls.stock.ibv_get_device_list_ms"], kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"],
 				kv["verbs.noaslr.calls.cached.preload_init_ms"], kv["verbs.noaslr.trimmed_ms"])
+			t.Logf("%s: without ASLR: static %v ms (stock over it %v), ibv_get_device_list %v ms", name,
+				kv["verbs.noaslr.static_ms"], kv["verbs.noaslr.static_speedup"], kv["verbs.noaslr.calls.static.ibv_get_device_list_ms"])
 			if nsp <= 1 {
 				t.Errorf("%s: without ASLR the cached path is not faster (speedup %.2f)", name, nsp)
 			}
@@ -173,8 +184,8 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 			if err := mergeJSON(out, kv); err != nil {
 				t.Errorf("write %s: %v", out, err)
 			}
-			writeChart(t, kv["verbs.chart"].(string), "", stock, cached, trimmed)
-			writeChart(t, kv["verbs.noaslr.chart"].(string), "without ASLR", np[0], np[1], np[2])
+			writeChart(t, kv["verbs.chart"].(string), "", stock, cached, trimmed, static)
+			writeChart(t, kv["verbs.noaslr.chart"].(string), "without ASLR", np[0], np[1], np[2], np[3])
 			t.Logf("verbs bench -> %s, charts %s, %s", out, kv["verbs.chart"], kv["verbs.noaslr.chart"])
 		}
 	}
@@ -184,11 +195,11 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 }
 
 // writeChart writes WriteVerbsChart's SVG to path.
-func writeChart(t *testing.T, path, label string, stock, cached, trimmed verbs.Profile) {
+func writeChart(t *testing.T, path, label string, stock, cached, trimmed, static verbs.Profile) {
 	t.Helper()
 	cf, err := os.Create(path)
 	if err == nil {
-		err = WriteVerbsChart(cf, label, stock, cached, trimmed)
+		err = WriteVerbsChart(cf, label, stock, cached, trimmed, static)
 		if cerr := cf.Close(); err == nil {
 			err = cerr
 		}
@@ -256,28 +267,37 @@ func TestVerbsBenchKeys(t *testing.T) {
 		t.Error("VerbsBenchKeys(no stock runs): want error")
 	}
 	var b strings.Builder
-	if err := WriteVerbsChart(&b, "", stock, cached, verbs.Profile{}); err != nil || !strings.Contains(b.String(), "5.0x") || strings.Contains(b.String(), "trimmed") {
+	if err := WriteVerbsChart(&b, "", stock, cached, verbs.Profile{}, verbs.Profile{}); err != nil || !strings.Contains(b.String(), "5.0x") ||
+		strings.Contains(b.String(), "trimmed") || strings.Contains(b.String(), "static") {
 		t.Errorf("chart: %v %.200s", err, b.String())
 	}
-	VerbsTrimmedKeys(kv, cached)
-	if kv["verbs.trimmed_ms"] != 50.0 || kv["verbs.calls.trimmed.ibv_get_device_list_ms"] != 39.0 {
-		t.Errorf("trimmed keys: %v %v", kv["verbs.trimmed_ms"], kv["verbs.calls.trimmed.ibv_get_device_list_ms"])
+	VerbsModeKeys(kv, "trimmed", cached)
+	VerbsModeKeys(kv, "static", stock)
+	VerbsModeKeys(kv, "none", verbs.Profile{})
+	if kv["verbs.trimmed_ms"] != 50.0 || kv["verbs.calls.trimmed.ibv_get_device_list_ms"] != 39.0 ||
+		kv["verbs.static_ms"] != 250.0 || kv["verbs.process.static_ms"] != 100.0 ||
+		kv["verbs.static_speedup"] != 1.0 || kv["verbs.trimmed_speedup"] != 5.0 {
+		t.Errorf("mode keys: %v %v %v %v", kv["verbs.trimmed_ms"], kv["verbs.calls.trimmed.ibv_get_device_list_ms"],
+			kv["verbs.static_ms"], kv["verbs.process.static_ms"])
+	}
+	if _, ok := kv["verbs.none_ms"]; ok {
+		t.Error("a mode without runs got keys")
 	}
 	b.Reset()
-	if err := WriteVerbsChart(&b, "without ASLR", stock, cached, cached); err != nil || !strings.Contains(b.String(), "trimmed") ||
-		!strings.Contains(b.String(), "qemu, without ASLR)") {
+	if err := WriteVerbsChart(&b, "without ASLR", stock, cached, cached, stock); err != nil || !strings.Contains(b.String(), "trimmed") ||
+		!strings.Contains(b.String(), "qemu, without ASLR)") || !strings.Contains(b.String(), "static (every provider") {
 		t.Errorf("chart with trimmed: %v", err)
 	}
-	if err := VerbsNoASLRKeys(kv, cached, stock, cached); err != nil {
+	if err := VerbsNoASLRKeys(kv, cached, stock, cached, stock); err != nil {
 		t.Fatal(err)
 	}
 	if kv["verbs.noaslr.stock_ms"] != 50.0 || kv["verbs.noaslr.cached_ms"] != 250.0 || kv["verbs.noaslr.speedup"] != 0.2 ||
 		kv["verbs.noaslr.trimmed_ms"] != 50.0 || kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"] != 239.0 ||
-		kv["verbs.stock_ms"] != 250.0 {
+		kv["verbs.noaslr.static_ms"] != 250.0 || kv["verbs.stock_ms"] != 250.0 {
 		t.Errorf("noaslr keys: %v %v %v %v %v", kv["verbs.noaslr.stock_ms"], kv["verbs.noaslr.cached_ms"], kv["verbs.noaslr.speedup"],
 			kv["verbs.noaslr.trimmed_ms"], kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"])
 	}
-	if err := VerbsNoASLRKeys(kv, verbs.Profile{}, cached, cached); err == nil || !strings.Contains(err.Error(), "without address space randomization") {
+	if err := VerbsNoASLRKeys(kv, verbs.Profile{}, cached, cached, cached); err == nil || !strings.Contains(err.Error(), "without address space randomization") {
 		t.Errorf("VerbsNoASLRKeys(no stock runs) = %v, want an error naming the mode", err)
 	}
 }

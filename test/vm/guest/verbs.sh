@@ -23,10 +23,12 @@
 #                     process per run, $SWIFTVM_VERBS_RUNS runs each (default
 #                     20), alternating rounds, plus the cached container
 #                     without the preload ("trimmed": provider trimming
-#                     alone); raw swift-profile output in
-#                     $R/verbs-bench-{stock,cached,trimmed}.prof for the host;
-#                     the same without address space randomization in
-#                     $R/verbs-bench-{stock,cached,trimmed}-noaslr.prof
+#                     alone) and swift-profile-static in the stock one
+#                     ("static": every provider linked in, none loaded);
+#                     raw swift-profile output in
+#                     $R/verbs-bench-{stock,cached,trimmed,static}.prof for
+#                     the host; the same without address space
+#                     randomization in $R/verbs-bench-*-noaslr.prof
 
 VERBS_STATE=/var/lib/swift/verbs
 
@@ -50,10 +52,11 @@ vbuild() {
 	vcache check
 }
 
-# vrootfs ID: a rootfs copy for ID with swift-profile in it.
+# vrootfs ID: a rootfs copy for ID with swift-profile and swift-profile-static in it.
 vrootfs() {
 	rf=$(rootfs "$1")
 	cp "$SWIFTVM_BIN_DIR/swift-profile" "$rf/usr/bin/swift-profile" || fail "no swift-profile in $SWIFTVM_BIN_DIR (make build)"
+	cp "$SWIFTVM_BIN_DIR/swift-profile-static" "$rf/usr/bin/swift-profile-static" || fail "no swift-profile-static in $SWIFTVM_BIN_DIR (make build)"
 	echo "$rf"
 }
 
@@ -294,7 +297,7 @@ scenario_verbs_bench() {
 	vstart vbstock stock
 	vstart vbcached cached
 	for a in "" -noaslr; do
-		for p in stock cached trimmed; do
+		for p in stock cached trimmed static; do
 			: >"$R/verbs-bench-$p$a.prof"
 		done
 	done
@@ -317,17 +320,20 @@ scenario_verbs_bench() {
 			# the cached container without the preload: provider trimming alone
 			# shellcheck disable=SC2086
 			vexec vbcached env -u LD_PRELOAD swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-trimmed$a.prof" 2>>"$W/vbcached.err"
+			# every provider linked in: no provider to load at all (reference)
+			# shellcheck disable=SC2086
+			vexec vbstock swift-profile-static --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-static$a.prof" 2>>"$W/vbstock.err"
 		done
 		r=$((r + 1))
 	done
 	for a in "" -noaslr; do
-		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof"
+		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof" "$R/verbs-bench-static$a.prof"
 	done
 	echo "--- stderr"
 	cat "$W/vbstock.err" "$W/vbcached.err"
 	fact runs "$n"
 	for a in "" -noaslr; do
-		for p in stock cached trimmed; do
+		for p in stock cached trimmed static; do
 			f="$R/verbs-bench-$p$a.prof"
 			k=$p
 			[ -n "$a" ] && k="${p}_noaslr"
