@@ -3,6 +3,7 @@ package vm
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/swift-rdma/swift-containerd/verbs"
@@ -100,6 +101,23 @@ func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed, static verbs.Pro
 	VerbsModeKeys(nk, "static", static)
 	for k, v := range nk {
 		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
+	}
+	return nil
+}
+
+// VerbsSpawnKeys turns verbs-bench's swift-spawn facts (a program that
+// never uses RDMA, run in the cached container with and without the
+// preload) into verbs.spawn.{plain,preload,overhead}_us, and the same under
+// verbs.noaslr.spawn. for the runs without address space randomization.
+func VerbsSpawnKeys(kv map[string]any, facts map[string]string) error {
+	for _, m := range []struct{ fact, key string }{{"spawn_", "verbs.spawn."}, {"spawn_noaslr_", "verbs.noaslr.spawn."}} {
+		for _, f := range []string{"plain_us", "preload_us", "overhead_us"} {
+			v, err := strconv.ParseFloat(facts[m.fact+f], 64)
+			if err != nil {
+				return fmt.Errorf("fact %s%s = %q: not a number", m.fact, f, facts[m.fact+f])
+			}
+			kv[m.key+f] = v
+		}
 	}
 	return nil
 }

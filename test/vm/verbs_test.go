@@ -177,6 +177,16 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 				t.Errorf("%s: without ASLR the cached path is not faster (speedup %.2f)", name, nsp)
 			}
 		}
+		// What the preload costs a program that never uses RDMA.
+		want("spawn_aslr", "on")
+		want("spawn_noaslr_aslr", "off")
+		if err := VerbsSpawnKeys(kv, f); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else {
+			t.Logf("%s: a program without RDMA (true, dynamically linked): %.0f us plain, %.0f us with the preload (+%.0f us); without ASLR %.0f, %.0f (+%.0f)",
+				name, kv["verbs.spawn.plain_us"], kv["verbs.spawn.preload_us"], kv["verbs.spawn.overhead_us"],
+				kv["verbs.noaslr.spawn.plain_us"], kv["verbs.noaslr.spawn.preload_us"], kv["verbs.noaslr.spawn.overhead_us"])
+		}
 		if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
 			kv["verbs.chart"] = filepath.Join(filepath.Dir(out), "verbs.svg")
 			kv["verbs.noaslr.chart"] = filepath.Join(filepath.Dir(out), "verbs-noaslr.svg")
@@ -296,6 +306,16 @@ func TestVerbsBenchKeys(t *testing.T) {
 		kv["verbs.noaslr.static_ms"] != 250.0 || kv["verbs.stock_ms"] != 250.0 {
 		t.Errorf("noaslr keys: %v %v %v %v %v", kv["verbs.noaslr.stock_ms"], kv["verbs.noaslr.cached_ms"], kv["verbs.noaslr.speedup"],
 			kv["verbs.noaslr.trimmed_ms"], kv["verbs.noaslr.calls.cached.ibv_get_device_list_ms"])
+	}
+	facts := map[string]string{"spawn_plain_us": "1000.5", "spawn_preload_us": "1200", "spawn_overhead_us": "199.5",
+		"spawn_noaslr_plain_us": "900", "spawn_noaslr_preload_us": "950", "spawn_noaslr_overhead_us": "50"}
+	if err := VerbsSpawnKeys(kv, facts); err != nil || kv["verbs.spawn.overhead_us"] != 199.5 || kv["verbs.spawn.plain_us"] != 1000.5 ||
+		kv["verbs.noaslr.spawn.preload_us"] != 950.0 {
+		t.Errorf("spawn keys: %v %v %v %v", err, kv["verbs.spawn.overhead_us"], kv["verbs.spawn.plain_us"], kv["verbs.noaslr.spawn.preload_us"])
+	}
+	facts["spawn_noaslr_overhead_us"] = ""
+	if err := VerbsSpawnKeys(kv, facts); err == nil || !strings.Contains(err.Error(), "spawn_noaslr_overhead_us") {
+		t.Errorf("VerbsSpawnKeys(missing fact) = %v, want an error naming it", err)
 	}
 	if err := VerbsNoASLRKeys(kv, verbs.Profile{}, cached, cached, cached); err == nil || !strings.Contains(err.Error(), "without address space randomization") {
 		t.Errorf("VerbsNoASLRKeys(no stock runs) = %v, want an error naming the mode", err)

@@ -28,7 +28,9 @@
 #                     raw swift-profile output in
 #                     $R/verbs-bench-{stock,cached,trimmed,static}.prof for
 #                     the host; the same without address space
-#                     randomization in $R/verbs-bench-*-noaslr.prof
+#                     randomization in $R/verbs-bench-*-noaslr.prof; and
+#                     swift-spawn: a program that does not use RDMA, with
+#                     and without the preload
 
 VERBS_STATE=/var/lib/swift/verbs
 
@@ -52,11 +54,15 @@ vbuild() {
 	vcache check
 }
 
-# vrootfs ID: a rootfs copy for ID with swift-profile and swift-profile-static in it.
+# vrootfs ID: a rootfs copy for ID with swift-profile, swift-profile-static,
+# swift-spawn and a dynamically linked true (true-dyn) in it.
 vrootfs() {
 	rf=$(rootfs "$1")
 	cp "$SWIFTVM_BIN_DIR/swift-profile" "$rf/usr/bin/swift-profile" || fail "no swift-profile in $SWIFTVM_BIN_DIR (make build)"
 	cp "$SWIFTVM_BIN_DIR/swift-profile-static" "$rf/usr/bin/swift-profile-static" || fail "no swift-profile-static in $SWIFTVM_BIN_DIR (make build)"
+	cp "$SWIFTVM_BIN_DIR/swift-spawn" "$rf/usr/bin/swift-spawn" || fail "no swift-spawn in $SWIFTVM_BIN_DIR (make build)"
+	# a dynamically linked program that does not use RDMA (busybox is static)
+	cp /usr/bin/true "$rf/usr/bin/true-dyn" || fail "no /usr/bin/true"
 	echo "$rf"
 }
 
@@ -325,6 +331,19 @@ scenario_verbs_bench() {
 			vexec vbstock swift-profile-static --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-static$a.prof" 2>>"$W/vbstock.err"
 		done
 		r=$((r + 1))
+	done
+	# What the preload costs processes that never use RDMA: a dynamically
+	# linked true in the cached container, with and without LD_PRELOAD.
+	for a in "" -noaslr; do
+		flag=${a:+--no-aslr}
+		k=spawn
+		[ -n "$a" ] && k=spawn_noaslr
+		# shellcheck disable=SC2086
+		line=$(vexec vbcached swift-spawn --runs 40 $flag --preload /.swift/verbs/libswiftverbs.so /usr/bin/true-dyn 2>>"$W/vbcached.err")
+		echo "$line"
+		for f in plain_us preload_us overhead_us aslr; do
+			fact "${k}_$f" "$(echo "$line" | tr ' ' '\n' | sed -n "s/^$f=//p")"
+		done
 	done
 	for a in "" -noaslr; do
 		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof" "$R/verbs-bench-static$a.prof"
