@@ -3,11 +3,12 @@
  *
  * libswiftverbs.so has no link-time dependency, so every libc function it
  * calls is bound lazily at its first call: a symbol search over every object
- * in the process, which costs far more than the system call itself (about
- * 0.1 ms each in the rxe VM). The validation at load makes a dozen calls,
- * once per process, so each would pay that search. These wrappers make the
- * system call inline on x86-64 and arm64 (libc's syscall() elsewhere) and
- * return -errno on failure, like the kernel. */
+ * in the process, which costs more than the system call itself. The
+ * validation at load makes a dozen calls, once per process, so each would
+ * pay that search. These wrappers make the
+ * system call inline on x86-64 and return -errno on failure, like the
+ * kernel; elsewhere (and with -DSWV_LIBC_SYSCALL, which the unit tests
+ * build too) they call libc's syscall(). */
 #ifndef SWIFT_SYS_H
 #define SWIFT_SYS_H
 
@@ -18,7 +19,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SWV_LIBC_SYSCALL)
 static inline long swv_sys3(long n, long a, long b, long c)
 {
 	long r;
@@ -33,22 +34,6 @@ static inline long swv_sys4(long n, long a, long b, long c, long d)
 
 	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
 	return r;
-}
-#elif defined(__aarch64__)
-static inline long swv_sys4(long n, long a, long b, long c, long d)
-{
-	register long x8 __asm__("x8") = n;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-	register long x3 __asm__("x3") = d;
-
-	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
-	return x0;
-}
-static inline long swv_sys3(long n, long a, long b, long c)
-{
-	return swv_sys4(n, a, b, c, 0);
 }
 #else
 #include <errno.h>
