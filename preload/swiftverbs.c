@@ -33,7 +33,7 @@
  * are made directly (sys.h), its string functions are this library's own
  * (libc.c), and the wrapped calls are found in libibverbs' symbol table
  * (elfsym.h); a first call through libc costs a symbol search of every
- * object in the process, more than the validation's own work.
+ * object in the process, more than the system call it makes.
  *
  * Environment: SWIFT_VERBS_CACHE (cache directory, default /.swift/verbs),
  * SWIFT_VERBS=off (disable), SWIFT_VERBS_DEBUG=1 (say what happens),
