@@ -132,6 +132,7 @@ static int parse(const void *buf, size_t len, struct swv_snapshot *out, char *wh
 			pt->link_layer = p[23];
 			pt->port_cap_flags2 = le16(p + 24);
 		}
+		dv->inode = le64(d + 840);
 		for (j = 0; j < i; j++) {
 			if (!strcmp(out->devs[j].name, dv->name) || !strcmp(out->devs[j].uverbs, dv->uverbs)) {
 				snprintf(why, whylen, "snapshot lists device %s twice", dv->name);
@@ -239,11 +240,13 @@ struct swv_dirent64 {
 	char d_name[];
 };
 
-/* new_uverbs looks for a uverbs entry of the directory dirfd the snapshot
- * does not know; returns 1 and its name in name, 0 if none, -1 if the
- * directory cannot be read. getdents64 on a stack buffer instead of
- * opendir: no allocation. */
-static int new_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_t n)
+/* scan_uverbs lists the directory dirfd (class/infiniband_verbs) once.
+ * Returns 1 with its name in name for a uverbs entry the snapshot does not
+ * know; 2 with its snapshot index in *dev for a known one whose inode
+ * differs from the recorded one (the device was registered again); 0 if
+ * neither; -1 if the directory cannot be read. getdents64 on a stack
+ * buffer instead of opendir: no allocation. */
+static int scan_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_t n, uint32_t *dev)
 {
 	union {
 		char b[4096];
@@ -255,7 +258,6 @@ static int new_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_
 	while ((r = swv_getdents64(dirfd, buf.b, sizeof(buf.b))) > 0) {
 		for (off = 0; off < r;) {
 			struct swv_dirent64 *de = (struct swv_dirent64 *)(buf.b + off);
-			int known = 0;
 
 			off += de->d_reclen;
 			if (de->d_reclen == 0)
@@ -263,11 +265,16 @@ static int new_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_
 			if (strncmp(de->d_name, "uverbs", 6) != 0)
 				continue;
 			for (i = 0; i < s->ndev; i++)
-				known |= !strcmp(s->devs[i].uverbs, de->d_name);
-			if (known)
+				if (!strcmp(s->devs[i].uverbs, de->d_name))
+					break;
+			if (i < s->ndev) {
+				if (s->devs[i].inode && s->devs[i].inode != de->d_ino) {
+					*dev = i;
+					return 2;
+				}
 				continue;
-			i = 0;
-			for (; de->d_name[i] && i < n - 1; i++)
+			}
+			for (i = 0; de->d_name[i] && i < n - 1; i++)
 				name[i] = de->d_name[i];
 			name[i] = 0;
 			return 1;
@@ -321,6 +328,7 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 			  char *why, size_t whylen)
 {
 	char path[512], uv[256], val[128];
+	uint32_t dev = 0;
 	int verbs, ib, r;
 
 	if (strcmp(release, s->kernel) != 0) {
@@ -335,7 +343,13 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 			 sysfs, s->ndev);
 		return 1;
 	}
-	r = new_uverbs(s, verbs, uv, sizeof(uv));
+	r = scan_uverbs(s, verbs, uv, sizeof(uv), &dev);
+	if (r == 2) {
+		swv_close(verbs);
+		snprintf(why, whylen, "device %s (%s) was registered again since the cache was built",
+			 s->devs[dev].name, s->devs[dev].uverbs);
+		return 1;
+	}
 	if (r < 0) {
 		swv_close(verbs);
 		if (s->ndev == 0)

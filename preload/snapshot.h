@@ -26,6 +26,8 @@
  *     704 u32 nports                  <= SWV_MAX_PORTS
  *     708 u32 reserved
  *     712 port[4], SWV_PORT_SIZE each
+ *     840 u64 inode                 of class/infiniband_verbs/<uverbs>: the
+ *                                   device's registration (0: not recorded)
  *   port
  *     0 u32 flags (SWV_P_*), 4 u32 max_mtu, 8 i32 gid_tbl_len,
  *     12 u32 port_cap_flags, 16 u32 max_msg_sz, 20 u16 pkey_tbl_len,
@@ -42,9 +44,9 @@
 #include <stdint.h>
 
 #define SWV_MAGIC "SWIFTVB1"
-#define SWV_VERSION 1
+#define SWV_VERSION 2
 #define SWV_HDR_SIZE 384
-#define SWV_DEV_SIZE 840
+#define SWV_DEV_SIZE 848
 #define SWV_PORT_SIZE 32
 #define SWV_MAX_DEVS 16
 #define SWV_MAX_PORTS 4
@@ -78,6 +80,7 @@ struct swv_dev {
 	uint8_t attr[SWV_ATTR_MAX];
 	uint32_t nports;
 	struct swv_port ports[SWV_MAX_PORTS];
+	uint64_t inode;
 };
 
 struct swv_snapshot {
@@ -98,7 +101,8 @@ int swv_parse(const void *buf, size_t len, struct swv_snapshot *out, char *why, 
 
 /* swv_check_fingerprint compares the snapshot with the running node: the
  * kernel release and, under sysfs (normally "/sys"), the set of uverbs
- * devices, their names, device numbers, node GUIDs and firmware versions.
+ * devices, their registrations (the class entries' inode numbers, where
+ * recorded), names, device numbers, node GUIDs and firmware versions.
  * Returns 0 when they match, else 1 with a one-line reason in why. */
 int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release,
 			  char *why, size_t whylen);

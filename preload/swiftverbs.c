@@ -6,8 +6,9 @@
  *
  *  - at load (or at the first verbs call if libibverbs is loaded later)
  *    reads snapshot.bin and checks its fingerprint against the node: kernel
- *    release, uverbs devices, their numbers, node GUIDs and firmware
- *    (one directory listing and four small sysfs reads per device). Valid: device attributes are served from
+ *    release, uverbs devices, their registrations (inode numbers of their
+ *    class entries), numbers, node GUIDs and firmware (one directory
+ *    listing and four small sysfs reads per device). Valid: device attributes are served from
  *    the snapshot. Stale or unreadable: every call goes to libibverbs
  *    unchanged, every provider the node's rdma-core ships is added through
  *    RDMAV_DRIVERS (the mounted libibverbs.d lists only the providers the

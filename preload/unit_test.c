@@ -1,5 +1,5 @@
 /* Unit tests of the verbs cache's C side: the snapshot reader against the
- * golden file the Go writer produces (testdata/snapshot-v1.bin, see
+ * golden file the Go writer produces (testdata/snapshot-v2.bin, see
  * verbs/snapshot_test.go), corruption and truncation, the fingerprint check
  * against fake sysfs trees, the port static-field check, and the preload's
  * load-time decisions in real processes (LD_PRELOAD into a probe).
@@ -120,6 +120,8 @@ static void test_golden(const unsigned char *b, size_t len)
 	for (i = 0; i < 232; i++)
 		ok1 &= s.devs[1].attr[i] == (uint8_t)(255 - i);
 	check(ok1, "dev1 attr bytes");
+	check(s.devs[0].inode == 0x100004131ull && s.devs[1].inode == 0, "inodes %llx %llx",
+	      (unsigned long long)s.devs[0].inode, (unsigned long long)s.devs[1].inode);
 	check(swv_find_dev(&s, "rxe1") == 1 && swv_find_dev(&s, "rxe2") == -1, "find_dev");
 }
 
@@ -139,7 +141,7 @@ static void test_corrupt(const unsigned char *good, size_t len)
 		uint32_t val;
 		const char *want;
 	} cases[] = {
-		{"version", 8, NULL, 0, 1, 2, "version 2"},
+		{"version", 8, NULL, 0, 1, 1, "snapshot version 1, want 2"},
 		{"device count", 24, NULL, 0, 1, 3, "device count"},
 		{"device count huge", 24, NULL, 0, 1, 0x80000000u, "device count"},
 		{"attr_len", SWV_HDR_SIZE + 188, NULL, 0, 1, SWV_ATTR_MAX + 1, "attr_len"},
@@ -239,6 +241,25 @@ static void make_tree(const char *root)
 	put(root, "class/infiniband/rxe1/node_guid", "0200:00ff:fe00:0002\n");
 }
 
+/* tree_inode is the inode number of the fake tree's class entry for
+ * uverbs (0 if it cannot be read). */
+static uint64_t tree_inode(const char *root, const char *uverbs)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband_verbs/%s", root, uverbs);
+	return lstat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* set_inode writes dev's inode into a snapshot file image and reseals it. */
+static void set_inode(unsigned char *b, size_t len, int dev, uint64_t ino)
+{
+	put32(b + SWV_HDR_SIZE + dev * SWV_DEV_SIZE + 840, (uint32_t)ino);
+	put32(b + SWV_HDR_SIZE + dev * SWV_DEV_SIZE + 844, (uint32_t)(ino >> 32));
+	reseal(b, len);
+}
+
 static void test_fingerprint(const unsigned char *b, size_t len, const char *root)
 {
 	static struct swv_snapshot s;
@@ -250,6 +271,7 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 		return;
 	}
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	why[0] = 0;
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "matching tree: %s", why);
 	check(swv_check_fingerprint(&s, root, "6.1.0-other", why, sizeof(why)) == 1 && strstr(why, "kernel release is 6.1.0-other"),
@@ -261,27 +283,47 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 		      !strcmp(why, "device rxe2 (uverbs2) is not in the cache"),
 	      "added device: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	rm(root, "class/infiniband_verbs/uverbs1");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && !strcmp(why, "device rxe1 (uverbs1) is gone"),
 	      "removed device: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe9\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "uverbs0 is now device rxe9"),
 	      "renamed: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	put(root, "class/infiniband_verbs/uverbs0/dev", "231:200\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "device number 231:200"),
 	      "dev number: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	put(root, "class/infiniband/rxe0/node_guid", "0200:00ff:fe00:00ff\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "node GUID"), "guid: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	put(root, "class/infiniband/rxe1/fw_ver", "2.0\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "firmware 2.0"), "fw: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
+	check(s.devs[0].inode != 0 && swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "inode recorded: %s", why);
+	/* rxe0 registered again: the same files in a new class entry */
+	rm(root, "class/infiniband_verbs/uverbs0");
+	put(root, "class/infiniband_verbs/zz/pad", "x\n"); /* keeps the old inode number from being reused */
+	put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe0\n");
+	put(root, "class/infiniband_verbs/uverbs0/dev", "231:192\n");
+	rm(root, "class/infiniband_verbs/zz");
+	check(tree_inode(root, "uverbs0") != s.devs[0].inode, "fake tree: a new inode for uverbs0");
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 &&
+		      !strcmp(why, "device rxe0 (uverbs0) was registered again since the cache was built"),
+	      "registered again: %s", why);
+	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 	rm(root, "class");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "cannot read"), "no sysfs: %s", why);
 	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
 }
 
 static void test_port_diff(void)
@@ -407,7 +449,7 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 	memcpy(b, golden, len);
 	memset(b + 32, 0, 64);
 	memcpy(b + 32, u.release, strnlen(u.release, 63));
-	reseal(b, len);
+	set_inode(b, len, 0, 0); /* not recorded until the registration case below */
 	write_file(snap, b, len);
 	snprintf(e_cache, sizeof(e_cache), "SWIFT_VERBS_CACHE=%s", cache);
 	snprintf(e_sysfs, sizeof(e_sysfs), "SWIFT_VERBS_SYSFS=%s", root);
@@ -493,6 +535,29 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		check(rc == 0 && !strcmp(o, "preloaded=1 state=none init_ns=0\n") && e[0] == 0,
 		      "process without libibverbs: out \"%s\" err \"%s\"", o, e);
 	}
+	make_tree(root);
+	set_inode(b, len, 0, tree_inode(root, "uverbs0"));
+	write_file(snap, b, len);
+	{
+		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
+		const char *want = "swiftverbs: verbs cache is stale (device rxe0 (uverbs0) was registered again since the "
+				   "cache was built): using the real verbs calls and every provider\n";
+
+		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
+		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0,
+		      "inode recorded: out \"%s\" err \"%s\"", o, e);
+		rm(root, "class/infiniband_verbs/uverbs0");
+		put(root, "class/infiniband_verbs/zz/pad", "x\n");
+		put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe0\n");
+		put(root, "class/infiniband_verbs/uverbs0/dev", "231:192\n");
+		rm(root, "class/infiniband_verbs/zz");
+		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
+		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n") && !strcmp(e, want),
+		      "registered again: out \"%s\" err \"%s\"", o, e);
+	}
+	make_tree(root);
+	set_inode(b, len, 0, 0);
+	write_file(snap, b, len);
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
 		char *largv[3] = {(char *)self, "--late", NULL};
@@ -564,7 +629,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s TESTDATA_DIR OUT_DIR\n", argv[0]);
 		return 2;
 	}
-	snprintf(path, sizeof(path), "%s/snapshot-v1.bin", argv[1]);
+	snprintf(path, sizeof(path), "%s/snapshot-v2.bin", argv[1]);
 	golden = read_all(path, &len);
 	if (!golden || !mkdtemp(root)) {
 		printf("cannot read %s or make a temporary directory: %s\n0 passed, 1 failed\n", path, strerror(errno));

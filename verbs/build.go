@@ -164,7 +164,8 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("device %s: %w", d.Name, err)
 		}
-		sd := SnapshotDevice{Name: d.Name, Uverbs: d.Uverbs, Major: maj, Minor: min, NodeGUID: d.NodeGUID, FWVersion: d.FWVersion}
+		sd := SnapshotDevice{Name: d.Name, Uverbs: d.Uverbs, Major: maj, Minor: min, NodeGUID: d.NodeGUID, FWVersion: d.FWVersion,
+			Inode: d.Inode}
 		dp := stock.Device(d.Name)
 		if dp == nil {
 			return res, fmt.Errorf("device %s (%s): libibverbs does not list it (no provider for it in %s?): %w", d.Name, d.Uverbs, confDir, errdefs.ErrFailedPrecondition)

@@ -10,14 +10,15 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 )
 
 // Fingerprint identifies what a cache is valid for: the kernel, the
-// node's rdma-core, and every uverbs device with its number, node GUID and
-// firmware. Any difference makes a cache stale.
+// node's rdma-core, and every uverbs device with its number, node GUID,
+// firmware and registration. Any difference makes a cache stale.
 type Fingerprint struct {
 	Kernel   string     `json:"kernel"`
 	RDMACore string     `json:"rdma_core"`
@@ -31,6 +32,13 @@ type FPDevice struct {
 	Dev       string `json:"dev"`    // MAJOR:MINOR of the uverbs node
 	NodeGUID  string `json:"node_guid"`
 	FWVersion string `json:"fw_ver"`
+	// Inode is the inode number of sys/class/infiniband_verbs/<Uverbs>.
+	// kernfs numbers every new node afresh and the class entry lives as
+	// long as the device's registration, so a device registered again
+	// (driver reload, firmware reset after a configuration change) has a
+	// new one even when its name, number, GUID and firmware are the same.
+	// The number is the same in every network namespace. 0: not recorded.
+	Inode uint64 `json:"inode,omitempty"`
 }
 
 // Sources says where Collect looks. The zero value reads the running node.
@@ -81,6 +89,11 @@ func Collect(src Sources) (Fingerprint, error) {
 			continue
 		}
 		d := FPDevice{Uverbs: e.Name()}
+		if info, err := e.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				d.Inode = st.Ino
+			}
+		}
 		if d.Name, err = readValue(filepath.Join(verbsDir, e.Name(), "ibdev")); err != nil {
 			return f, err
 		}
@@ -174,6 +187,10 @@ func Diff(cached, live Fingerprint) []string {
 			if x.a != x.b {
 				r = append(r, fmt.Sprintf("device %s: %s changed: %s -> %s", c.Name, x.what, x.a, x.b))
 			}
+		}
+		if c.Inode != 0 && l.Inode != 0 && c.Inode != l.Inode {
+			r = append(r, fmt.Sprintf("device %s (%s) was registered again since the cache was built (class entry inode %d -> %d)",
+				c.Name, c.Uverbs, c.Inode, l.Inode))
 		}
 	}
 	for _, l := range live.Devices {

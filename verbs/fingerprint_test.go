@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -55,6 +56,15 @@ func TestCollect(t *testing.T) {
 	f, err := Collect(src)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Inode is the class entry's inode number (the registration)
+	for i := range f.Devices {
+		var st syscall.Stat_t
+		p := filepath.Join(src.SysRoot, "sys/class/infiniband_verbs", f.Devices[i].Uverbs)
+		if err := syscall.Lstat(p, &st); err != nil || f.Devices[i].Inode != st.Ino || st.Ino == 0 {
+			t.Errorf("%s: Inode %d, lstat %d (%v)", f.Devices[i].Name, f.Devices[i].Inode, st.Ino, err)
+		}
+		f.Devices[i].Inode = 0
 	}
 	want := Fingerprint{Kernel: "6.1.0-swift-test", RDMACore: "44.0", Devices: []FPDevice{
 		{Name: "rxe0", Uverbs: "uverbs0", Dev: "231:192", NodeGUID: "0200:00ff:fe00:0001", FWVersion: "1.0.0"},
@@ -109,14 +119,35 @@ func TestVersionFromSoname(t *testing.T) {
 }
 
 func TestFingerprintID(t *testing.T) {
-	a, _ := Collect(fakeNode(t, rxe0, rxe1))
-	b, _ := Collect(fakeNode(t, rxe1, rxe0))
+	src := fakeNode(t, rxe1, rxe0)
+	a, _ := Collect(src)
+	b, _ := Collect(src)
 	if a.ID() != b.ID() || len(a.ID()) != 16 {
 		t.Fatalf("same node, IDs %q and %q", a.ID(), b.ID())
 	}
 	c, _ := Collect(fakeNode(t, rxe0))
 	if c.ID() == a.ID() {
 		t.Fatal("different nodes, same ID")
+	}
+	// rxe0 registered again: same files, a new class entry
+	dir := filepath.Join(src.SysRoot, "sys/class/infiniband_verbs/uverbs0")
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ibdev", "dev"} {
+		if err := os.Rename(filepath.Join(dir+".old", f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _ := Collect(src)
+	if d.ID() == a.ID() {
+		t.Fatal("device registered again, same ID")
+	}
+	if got := fmt.Sprint(Diff(a, d)); !strings.Contains(got, "device rxe0 (uverbs0) was registered again since the cache was built") {
+		t.Fatalf("Diff after registering again: %s", got)
 	}
 }
 
@@ -147,6 +178,11 @@ func TestDiff(t *testing.T) {
 			[]string{"device rxe0: uverbs node changed: uverbs0 -> uverbs8", "device rxe0: device number changed: 231:192 -> 231:200"}},
 		{"guid and fw", edit(func(f *Fingerprint) { f.Devices[1].NodeGUID = "g"; f.Devices[1].FWVersion = "2" }),
 			[]string{"device rxe1: node GUID changed: 0200:00ff:fe00:0002 -> g", "device rxe1: firmware changed:  -> 2"}},
+		{"registered again", edit(func(f *Fingerprint) { f.Devices[1].Inode = base.Devices[1].Inode + 7 }),
+			[]string{fmt.Sprintf("device rxe1 (uverbs1) was registered again since the cache was built (class entry inode %d -> %d)",
+				base.Devices[1].Inode, base.Devices[1].Inode+7)}},
+		// a fingerprint from before inodes were recorded: not compared
+		{"no inode", edit(func(f *Fingerprint) { f.Devices[1].Inode = 0 }), nil},
 	}
 	for _, tc := range cases {
 		got := Diff(base, tc.live)

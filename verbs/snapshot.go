@@ -14,13 +14,13 @@ import (
 // is the C reader. Both sides must change together (bump SnapshotVersion).
 const (
 	SnapshotMagic   = "SWIFTVB1"
-	SnapshotVersion = 1
+	SnapshotVersion = 2
 	MaxDevices      = 16
 	MaxPorts        = 4
 	AttrMax         = 512
 
 	hdrSize  = 384
-	devSize  = 840
+	devSize  = 848
 	portSize = 32
 
 	// MaxSnapshotSize is the largest valid snapshot file.
@@ -49,6 +49,9 @@ type SnapshotDevice struct {
 	Minor     uint32
 	NodeGUID  string
 	FWVersion string
+	// Inode identifies the device's registration (FPDevice.Inode); 0: not
+	// recorded, not checked.
+	Inode uint64
 	// AttrStable says Attr was identical over every profiling run; only
 	// then does the preload serve it.
 	AttrStable bool
@@ -169,6 +172,7 @@ func (s Snapshot) MarshalBinary() ([]byte, error) {
 			q[23] = p.LinkLayer
 			le.PutUint16(q[24:], p.PortCapFlags2)
 		}
+		le.PutUint64(o[840:], d.Inode)
 	}
 	le.PutUint64(b[16:], checksum(b[24:]))
 	return b, nil
@@ -206,7 +210,7 @@ func ParseSnapshot(b []byte) (Snapshot, error) {
 		return s, corrupt("bad magic")
 	}
 	if v := le.Uint32(b[8:]); v != SnapshotVersion {
-		return s, corrupt("version %d, want %d", v, SnapshotVersion)
+		return s, corrupt("version %d, want %d (written by another Swift release: run swiftctl cache build)", v, SnapshotVersion)
 	}
 	size := le.Uint32(b[12:])
 	if int(size) != len(b) {
@@ -273,6 +277,7 @@ func ParseSnapshot(b []byte) (Snapshot, error) {
 				PortCapFlags2: le.Uint16(q[24:]),
 			})
 		}
+		d.Inode = le.Uint64(o[840:])
 		s.Devices = append(s.Devices, d)
 	}
 	return s, nil

@@ -14,10 +14,10 @@ import (
 	"github.com/containerd/errdefs"
 )
 
-var update = flag.Bool("update", false, "rewrite ../preload/testdata/snapshot-v1.bin")
+var update = flag.Bool("update", false, "rewrite ../preload/testdata/snapshot-v2.bin")
 
 // goldenPath is read by preload/unit_test.c too: both readers must agree.
-const goldenPath = "../preload/testdata/snapshot-v1.bin"
+const goldenPath = "../preload/testdata/snapshot-v2.bin"
 
 // fixtureSnapshot is the snapshot preload/unit_test.c expects in the golden file.
 func fixtureSnapshot() Snapshot {
@@ -33,7 +33,7 @@ func fixtureSnapshot() Snapshot {
 		Kernel: "6.1.0-swift-test", RDMACore: "44.0", Drivers: []string{"mlx5", "rxe", "siw"}, CopyOnFork: true,
 		Devices: []SnapshotDevice{
 			{Name: "rxe0", Uverbs: "uverbs0", Major: 231, Minor: 192, NodeGUID: "0200:00ff:fe00:0001", FWVersion: "1.0.0",
-				AttrStable: true, Attr: attr0,
+				Inode: 0x1_0000_4131, AttrStable: true, Attr: attr0,
 				Ports: []PortStatic{{Stable: true, MaxMTU: 5, GIDTblLen: 32, PortCapFlags: 0x890000, MaxMsgSz: 0x800000,
 					PkeyTblLen: 1, MaxVLNum: 1, LinkLayer: 2, PortCapFlags2: 0x20}}},
 			{Name: "rxe1", Uverbs: "uverbs1", Major: 231, Minor: 193, NodeGUID: "0200:00ff:fe00:0002", Attr: attr1},
@@ -148,7 +148,7 @@ func TestParseSnapshotCorrupt(t *testing.T) {
 		msg  string
 	}{
 		{"magic", func(b []byte) []byte { copy(b, "SWIFTVB2"); return b }, "bad magic"},
-		{"version", func(b []byte) []byte { le.PutUint32(b[8:], 2); return reseal(b) }, "version 2"},
+		{"version", func(b []byte) []byte { le.PutUint32(b[8:], 1); return reseal(b) }, "version 1, want 2"},
 		{"size field", func(b []byte) []byte { le.PutUint32(b[12:], uint32(len(b)+1)); return reseal(b) }, "truncated"},
 		{"appended", func(b []byte) []byte { return append(b, 0) }, "truncated"},
 		{"device count", func(b []byte) []byte { le.PutUint32(b[24:], 3); return reseal(b) }, "bad device count"},

@@ -100,6 +100,16 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		want("check_rebuilt", "valid")
 		want("rebuilt_devices", "rxe0 rxe1")
 		want("rebuilt_cache_state", "valid")
+		// rxe1 registered again with the same name, number and GUID: only
+		// the registration (the class entry's inode) tells; both the check
+		// and the preload of a container started before say so
+		want("rereg_same_numbers_and_guid", "yes")
+		want("check_after_rereg", "stale: device rxe1 (uverbs1) was registered again since the cache was built")
+		want("check_after_rereg_exit", "1")
+		want("rereg_exec_exit", "0")
+		want("rereg_cache_state", "stale")
+		want("rereg_log", "1")
+		want("check_rebuilt_rereg", "valid")
 		// a device the cache knows removed: no crash, right list, one clear line
 		want("check_after_remove", "stale: device rxe1 (uverbs1) removed")
 		want("check_after_remove_exit", "1")

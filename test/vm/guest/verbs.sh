@@ -17,8 +17,10 @@
 #                     preload finds the cache stale, logs why once and
 #                     serves nothing (it lists rxe0: its /dev has only the
 #                     nodes it was created with);
-#                     rebuild: valid again; rxe1 removed: no crash, the
-#                     right device list, a clear log line
+#                     rebuild: valid again; rxe1 deleted and added again
+#                     (same name, number, GUID): stale, "registered again";
+#                     rxe1 removed: no crash, the right device list, a clear
+#                     log line
 #   verbs-bench       stock and cached containers side by side, fresh
 #                     process per run, $SWIFTVM_VERBS_RUNS runs each (default
 #                     20), alternating rounds, plus the cached container
@@ -270,6 +272,32 @@ scenario_verbs_invalidate() {
 	fact rebuilt_devices "$(sed -n 's/^devices=//p' "$W/vre.log" | sed 's/ *$//')"
 	fact rebuilt_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vre.log" | head -n1)"
 
+	log "register rxe1 again (deleted and added on $nd): same name, number and GUID, a new registration"
+	vstart vrereg cached
+	before="$(cat /sys/class/infiniband_verbs/uverbs1/dev /sys/class/infiniband/rxe1/node_guid | tr '\n' ' ')"
+	rdma link delete rxe1 || fail "rdma link delete rxe1"
+	rdma link add rxe1 type rxe netdev "$nd" || fail "rdma link add rxe1 again"
+	i=0
+	until grep -qx rxe1 /sys/class/infiniband_verbs/uverbs1/ibdev 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "rxe1 is not uverbs1 again after 10s"
+		sleep 0.2
+	done
+	after="$(cat /sys/class/infiniband_verbs/uverbs1/dev /sys/class/infiniband/rxe1/node_guid | tr '\n' ' ')"
+	echo "before: $before; after: $after"
+	[ "$before" = "$after" ] && fact rereg_same_numbers_and_guid yes
+	out=$(vcache check 2>&1)
+	fact check_after_rereg_exit $?
+	echo "$out"
+	fact check_after_rereg "$(echo "$out" | head -n1 | sed 's/ (class entry inode .*//')"
+	vexec vrereg /bin/sh -c 'swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vrereg.log" 2>&1
+	fact rereg_exec_exit $?
+	cat "$W/vrereg.log"
+	fact rereg_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vrereg.log" | head -n1)"
+	fact rereg_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) was registered again since the cache was built)' "$W/vrereg.log")"
+	vbuild 2 || fail "rebuild after registering rxe1 again failed"
+	fact check_rebuilt_rereg "$(vcache check | cut -d: -f1)"
+
 	log "remove rxe1, which the cache knows"
 	vstart vkeep cached
 	rdma link delete rxe1 || fail "rdma link delete rxe1"
@@ -286,7 +314,7 @@ scenario_verbs_invalidate() {
 	fact removed_profile_exit "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/vkeep.log" | head -n1)"
 	fact removed_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is gone)' "$W/vkeep.log")"
 
-	zstop vold vkeep
+	zstop vold vrereg vkeep
 	verbs_reset
 	log "done"
 }
