@@ -33,20 +33,12 @@ func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
 		return nil, fmt.Errorf("no completed runs (stock %d, cached %d)", len(stock.Runs), len(cached.Runs))
 	}
 	kv := map[string]any{
-		"verbs.runs":                         len(stock.Runs) - len(stock.Failed()),
-		"verbs.cached_runs":                  len(cached.Runs) - len(cached.Failed()),
-		"verbs.stock_ms":                     ms["critical"] / 1000,
-		"verbs.cached_ms":                    mc["critical"] / 1000,
-		"verbs.speedup":                      ms["critical"] / mc["critical"],
-		"verbs.process.stock_ms":             ms["process"] / 1000,
-		"verbs.process.cached_ms":            mc["process"] / 1000,
-		"verbs.calls.stock.preload_init_ms":  ms["init"] / 1000,
-		"verbs.calls.cached.preload_init_ms": mc["init"] / 1000,
+		"verbs.runs":        len(stock.Runs) - len(stock.Failed()),
+		"verbs.cached_runs": len(cached.Runs) - len(cached.Failed()),
+		"verbs.speedup":     ms["critical"] / mc["critical"],
 	}
-	for _, c := range verbs.Calls {
-		kv["verbs.calls.stock."+c+"_ms"] = ms[c] / 1000
-		kv["verbs.calls.cached."+c+"_ms"] = mc[c] / 1000
-	}
+	medianKeys(kv, "stock", ms)
+	medianKeys(kv, "cached", mc)
 	// The floor: calls no cache may answer. stock over the cached path's
 	// floor is the speed-up a cache that made everything else free would
 	// reach in this run.
@@ -75,10 +67,17 @@ func VerbsModeKeys(kv map[string]any, mode string, p verbs.Profile) {
 	if m["critical"] <= 0 {
 		return
 	}
-	kv["verbs."+mode+"_ms"] = m["critical"] / 1000
+	medianKeys(kv, mode, m)
 	if stock, ok := kv["verbs.stock_ms"].(float64); ok {
 		kv["verbs."+mode+"_speedup"] = stock / (m["critical"] / 1000)
 	}
+}
+
+// medianKeys writes one mode's medians (µs, from Profile.Medians) in ms:
+// verbs.<mode>_ms (the critical path), verbs.process.<mode>_ms and
+// verbs.calls.<mode>.<call>_ms for preload_init and every call.
+func medianKeys(kv map[string]any, mode string, m map[string]float64) {
+	kv["verbs."+mode+"_ms"] = m["critical"] / 1000
 	kv["verbs.process."+mode+"_ms"] = m["process"] / 1000
 	kv["verbs.calls."+mode+".preload_init_ms"] = m["init"] / 1000
 	for _, c := range verbs.Calls {
