@@ -198,41 +198,33 @@ static void resolve(void)
 {
 	const char *by = env("SWIFT_VERBS_RESOLVER");
 	struct swv_elf e;
-	int found = -2;
+	int found = -2, all = 1;
 
-#define E(var, name) var = (__typeof__(var))swv_elf_sym(&e, name)
+/* The wrapped calls: X(pointer, name). */
+#define SWV_WRAPPED(X)                                                                                \
+	X(real_get_device_list, "ibv_get_device_list") X(real_open_device, "ibv_open_device")          \
+	X(real_close_device, "ibv_close_device") X(real_query_device, "ibv_query_device")              \
+	X(real_create_cq, "ibv_create_cq") X(real_create_qp, "ibv_create_qp")                          \
+	X(real_modify_qp, "ibv_modify_qp") X(real_reg_mr, "ibv_reg_mr")
 	if (!(by && !strcmp(by, "dlsym")))
 		found = swv_elf_find("libibverbs.so", &e);
 	if (found == -1)
 		return; /* libibverbs is not loaded (yet) */
 	if (found == 0) {
-		E(real_get_device_list, "ibv_get_device_list");
-		E(real_open_device, "ibv_open_device");
-		E(real_close_device, "ibv_close_device");
-		E(real_query_device, "ibv_query_device");
-		E(real_create_cq, "ibv_create_cq");
-		E(real_create_qp, "ibv_create_qp");
-		E(real_modify_qp, "ibv_modify_qp");
-		E(real_reg_mr, "ibv_reg_mr");
-		if (real_get_device_list && real_open_device && real_close_device && real_query_device &&
-		    real_create_cq && real_create_qp && real_modify_qp && real_reg_mr) {
+#define E(var, name) all &= (var = (__typeof__(var))swv_elf_sym(&e, name)) != NULL;
+		SWV_WRAPPED(E)
+#undef E
+		if (all) {
 			swiftverbs_stats.resolver = SWV_BY_ELF;
 			return;
 		}
 	}
-#undef E
 	if (!dlsym)
 		return;
-#define R(var, name) var = (__typeof__(var))dlsym(RTLD_NEXT, name)
-	R(real_get_device_list, "ibv_get_device_list");
-	R(real_open_device, "ibv_open_device");
-	R(real_close_device, "ibv_close_device");
-	R(real_query_device, "ibv_query_device");
-	R(real_create_cq, "ibv_create_cq");
-	R(real_create_qp, "ibv_create_qp");
-	R(real_modify_qp, "ibv_modify_qp");
-	R(real_reg_mr, "ibv_reg_mr");
+#define R(var, name) var = (__typeof__(var))dlsym(RTLD_NEXT, name);
+	SWV_WRAPPED(R)
 #undef R
+#undef SWV_WRAPPED
 	if (real_get_device_list)
 		swiftverbs_stats.resolver = SWV_BY_DLSYM;
 }

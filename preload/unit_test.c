@@ -252,6 +252,18 @@ static uint64_t tree_inode(const char *root, const char *uverbs)
 	return lstat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* reregister_uverbs0 recreates the fake tree's uverbs0 entry with the same
+ * files, as a device registered again has: a new inode number (a padding
+ * entry made in between keeps the old number from being reused at once). */
+static void reregister_uverbs0(const char *root)
+{
+	rm(root, "class/infiniband_verbs/uverbs0");
+	put(root, "class/infiniband_verbs/zz/pad", "x\n");
+	put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe0\n");
+	put(root, "class/infiniband_verbs/uverbs0/dev", "231:192\n");
+	rm(root, "class/infiniband_verbs/zz");
+}
+
 /* set_inode writes dev's inode into a snapshot file image and reseals it. */
 static void set_inode(unsigned char *b, size_t len, int dev, uint64_t ino)
 {
@@ -309,11 +321,7 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 	check(s.devs[0].inode != 0 && swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "inode recorded: %s", why);
 	/* rxe0 registered again: the same files in a new class entry */
-	rm(root, "class/infiniband_verbs/uverbs0");
-	put(root, "class/infiniband_verbs/zz/pad", "x\n"); /* keeps the old inode number from being reused */
-	put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe0\n");
-	put(root, "class/infiniband_verbs/uverbs0/dev", "231:192\n");
-	rm(root, "class/infiniband_verbs/zz");
+	reregister_uverbs0(root);
 	check(tree_inode(root, "uverbs0") != s.devs[0].inode, "fake tree: a new inode for uverbs0");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 &&
 		      !strcmp(why, "device rxe0 (uverbs0) was registered again since the cache was built"),
@@ -546,11 +554,7 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
 		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0,
 		      "inode recorded: out \"%s\" err \"%s\"", o, e);
-		rm(root, "class/infiniband_verbs/uverbs0");
-		put(root, "class/infiniband_verbs/zz/pad", "x\n");
-		put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe0\n");
-		put(root, "class/infiniband_verbs/uverbs0/dev", "231:192\n");
-		rm(root, "class/infiniband_verbs/zz");
+		reregister_uverbs0(root);
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
 		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n") && !strcmp(e, want),
 		      "registered again: out \"%s\" err \"%s\"", o, e);
