@@ -108,6 +108,8 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		want("check_after_rereg_exit", "1")
 		want("rereg_exec_exit", "0")
 		want("rereg_cache_state", "stale")
+		want("rereg_profile_exit", "0")
+		want("rereg_devices", "rxe0 rxe1")
 		want("rereg_log", "1")
 		want("check_rebuilt_rereg", "valid")
 		// a device the cache knows removed: no crash, right list, one clear line

@@ -102,6 +102,32 @@ vexec() {
 	ctr_ task exec --exec-id "v$VN-$$" "$id" "$@"
 }
 
+# vprobe ID KEY PATTERN: in the running container ID, the devices
+# ibv_devices lists and one swift-profile run on rxe0; facts KEY_exec_exit,
+# KEY_devices, KEY_cache_state, KEY_profile_exit and KEY_log (how many lines
+# match the grep pattern PATTERN: the preload's one line).
+vprobe() {
+	vexec "$1" /bin/sh -c 'echo "devices=$(ibv_devices 2>/dev/null | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/$1.log" 2>&1
+	fact "$2_exec_exit" $?
+	cat "$W/$1.log"
+	fact "$2_devices" "$(sed -n 's/^devices=//p' "$W/$1.log" | sed 's/ *$//')"
+	fact "$2_cache_state" "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/$1.log" | head -n1)"
+	fact "$2_profile_exit" "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/$1.log" | head -n1)"
+	fact "$2_log" "$(grep -c "$3" "$W/$1.log")"
+}
+
+# wait_ibdev NAME GLOB: until a uverbs node in GLOB (under
+# /sys/class/infiniband_verbs) belongs to device NAME; fails after 10 s.
+wait_ibdev() {
+	i=0
+	# shellcheck disable=SC2086
+	until grep -qx "$1" /sys/class/infiniband_verbs/$2/ibdev 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "$1 has no uverbs node $2 after 10s"
+		sleep 0.2
+	done
+}
+
 # What a verbs container reports about itself, then the sequence and an RC
 # pingpong (server and client in the container, over rxe0).
 VERBS_PROBE='echo "ld_preload=$LD_PRELOAD"
@@ -228,12 +254,7 @@ scenario_verbs_invalidate() {
 	log "add rxe1 on $nd"
 	fact rxe1_netdev "$nd"
 	rdma link add rxe1 type rxe netdev "$nd" || fail "rdma link add rxe1 type rxe netdev $nd"
-	i=0
-	until grep -qx rxe1 /sys/class/infiniband_verbs/uverbs*/ibdev 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -lt 50 ] || fail "rxe1 has no uverbs device after 10s"
-		sleep 0.2
-	done
+	wait_ibdev rxe1 'uverbs*'
 	rdma link show
 	ibv_devices
 	fact host_devices "$(ibv_devices | awk 'NR > 2 {print $1}' | sort | tr '\n' ' ' | sed 's/ *$//')"
@@ -256,13 +277,7 @@ scenario_verbs_invalidate() {
 	fact shim_warned "$(grep -c 'verbs cache is stale (device rxe1 (uverbs1) added)' "$R/containerd.log")"
 
 	log "a container started before the change: the preload notices (and its /dev has uverbs0 only)"
-	vexec vold /bin/sh -c 'echo "devices=$(ibv_devices 2>/dev/null | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vold.log" 2>&1
-	fact old_exec_exit $?
-	cat "$W/vold.log"
-	fact old_devices "$(sed -n 's/^devices=//p' "$W/vold.log" | sed 's/ *$//')"
-	fact old_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vold.log" | head -n1)"
-	fact old_profile_exit "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/vold.log" | head -n1)"
-	fact old_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is not in the cache)' "$W/vold.log")"
+	vprobe vold old '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is not in the cache)'
 
 	log "rebuild: valid again, and cached containers see both devices"
 	vbuild 2 || fail "rebuild failed"
@@ -277,12 +292,7 @@ scenario_verbs_invalidate() {
 	before="$(cat /sys/class/infiniband_verbs/uverbs1/dev /sys/class/infiniband/rxe1/node_guid | tr '\n' ' ')"
 	rdma link delete rxe1 || fail "rdma link delete rxe1"
 	rdma link add rxe1 type rxe netdev "$nd" || fail "rdma link add rxe1 again"
-	i=0
-	until grep -qx rxe1 /sys/class/infiniband_verbs/uverbs1/ibdev 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -lt 50 ] || fail "rxe1 is not uverbs1 again after 10s"
-		sleep 0.2
-	done
+	wait_ibdev rxe1 uverbs1
 	after="$(cat /sys/class/infiniband_verbs/uverbs1/dev /sys/class/infiniband/rxe1/node_guid | tr '\n' ' ')"
 	echo "before: $before; after: $after"
 	[ "$before" = "$after" ] && fact rereg_same_numbers_and_guid yes
@@ -290,11 +300,7 @@ scenario_verbs_invalidate() {
 	fact check_after_rereg_exit $?
 	echo "$out"
 	fact check_after_rereg "$(echo "$out" | head -n1 | sed 's/ (class entry inode .*//')"
-	vexec vrereg /bin/sh -c 'swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vrereg.log" 2>&1
-	fact rereg_exec_exit $?
-	cat "$W/vrereg.log"
-	fact rereg_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vrereg.log" | head -n1)"
-	fact rereg_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) was registered again since the cache was built)' "$W/vrereg.log")"
+	vprobe vrereg rereg '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) was registered again since the cache was built)'
 	vbuild 2 || fail "rebuild after registering rxe1 again failed"
 	fact check_rebuilt_rereg "$(vcache check | cut -d: -f1)"
 
@@ -306,13 +312,7 @@ scenario_verbs_invalidate() {
 	fact check_after_remove_exit $?
 	echo "$out"
 	fact check_after_remove "$(echo "$out" | head -n1)"
-	vexec vkeep /bin/sh -c 'echo "devices=$(ibv_devices 2>/dev/null | awk "NR > 2 {print \$1}" | sort | tr "\n" " ")"; swift-profile --runs 1 --device rxe0 --pingpong 10' >"$W/vkeep.log" 2>&1
-	fact removed_exec_exit $?
-	cat "$W/vkeep.log"
-	fact removed_devices "$(sed -n 's/^devices=//p' "$W/vkeep.log" | sed 's/ *$//')"
-	fact removed_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vkeep.log" | head -n1)"
-	fact removed_profile_exit "$(sed -n 's/^run=[0-9]* exit=\([0-9]*\) .*/\1/p' "$W/vkeep.log" | head -n1)"
-	fact removed_log "$(grep -c '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is gone)' "$W/vkeep.log")"
+	vprobe vkeep removed '^swiftverbs: verbs cache is stale (device rxe1 (uverbs1) is gone)'
 
 	zstop vold vrereg vkeep
 	verbs_reset
