@@ -37,6 +37,25 @@ static int copy(char *dst, size_t n, const char *v)
 	return 0;
 }
 
+/* printable: names travel in the exchange and into logs */
+static int printable(const char *v)
+{
+	for (; *v; v++)
+		if (*v <= ' ' || *v > '~')
+			return 0;
+	return 1;
+}
+
+int swift_find_peer(const struct swift_cfg *c, const char *name)
+{
+	int i;
+
+	for (i = 0; i < c->npeers; i++)
+		if (!strcmp(c->peers[i].name, name))
+			return i;
+	return -1;
+}
+
 static int number(const char *v, long lo, long hi, long *out)
 {
 	char *end;
@@ -123,9 +142,9 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 		while (isspace((unsigned char)*v))
 			v++;
 		if (!strcmp(k, "name"))
-			bad = copy(c->name, sizeof(c->name), v);
+			bad = copy(c->name, sizeof(c->name), v) || !*v || !printable(v);
 		else if (!strcmp(k, "tenant"))
-			bad = copy(c->tenant, sizeof(c->tenant), v);
+			bad = copy(c->tenant, sizeof(c->tenant), v) || !*v || !printable(v);
 		else if (!strcmp(k, "device"))
 			bad = copy(c->device, sizeof(c->device), v);
 		else if (!strcmp(k, "port"))
@@ -138,6 +157,10 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
 		else if (!strcmp(k, "new_dest"))
 			bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
+		else if (!strcmp(k, "remote_access"))
+			bad = number(v, 0, 1, &n) || ((c->remote_access = (int)n), 0);
+		else if (!strcmp(k, "function_uids"))
+			bad = number(v, 1, 0xfffffffeL - SWIFT_MAX_CHILDREN, &n) || ((c->function_uid_base = (uint32_t)n), 0);
 		else if (!strcmp(k, "listen"))
 			bad = swift_parse_hostport(v, c->listen_host, sizeof(c->listen_host), &c->listen_port);
 		else if (!strcmp(k, "socket"))
@@ -160,7 +183,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 					*addr++ = 0;
 				while (isspace((unsigned char)*addr))
 					addr++;
-				bad = copy(p->name, sizeof(p->name), v) || !*p->name ||
+				bad = copy(p->name, sizeof(p->name), v) || !*p->name || !printable(p->name) ||
+				      swift_find_peer(c, p->name) >= 0 ||
 				      swift_parse_hostport(addr, p->host, sizeof(p->host), &p->port);
 				if (!bad)
 					c->npeers++;

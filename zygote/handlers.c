@@ -139,11 +139,12 @@ static int h_echo(struct swift_fn *fn, int argc, char **argv)
 			bad++;
 		if (len >= HDR)
 			memcpy(&flags, data + 8, 4);
-		if (!(flags & F_NOECHO)) {
+		if (!(flags & F_NOECHO))
 			memcpy(swift_send_buf(fn, q), data, len);
-			rc = swift_send(fn, q, len);
-		}
+		/* the buffer goes back first: its re-post travels with the send */
 		swift_recv_done(fn, q, slot);
+		if (!(flags & F_NOECHO))
+			rc = swift_send(fn, q, len);
 		if (rc) {
 			fprintf(stderr, "echo: send: %s\n", strerror(rc));
 			return 1;
@@ -168,6 +169,7 @@ static int h_pingpong(struct swift_fn *fn, int argc, char **argv)
 	size_t size = argc > 2 ? (size_t)atol(argv[2]) : 256;
 	struct swift_qp *q;
 	uint64_t *rtt, t0 = now_ns();
+	uint8_t *want;
 	long i, verified = 0;
 
 	if (!need_qp(fn, "pingpong"))
@@ -176,8 +178,13 @@ static int h_pingpong(struct swift_fn *fn, int argc, char **argv)
 		size = fn->msg_size - HDR;
 	q = fn->qp[0];
 	rtt = calloc((size_t)(count > 0 ? count : 1), sizeof(*rtt));
+	want = malloc(fn->msg_size);
+	if (!rtt || !want) {
+		fprintf(stderr, "pingpong: out of memory\n");
+		return 1;
+	}
 	for (i = 0; i < count; i++) {
-		uint8_t *buf = swift_send_buf(fn, q), *data, want[HDR + 65536];
+		uint8_t *buf = swift_send_buf(fn, q), *data;
 		struct swift_qp *from;
 		uint64_t slot, ts = now_ns();
 		size_t len;
@@ -204,6 +211,7 @@ static int h_pingpong(struct swift_fn *fn, int argc, char **argv)
 	       i, verified, size, i > 0 ? (double)rtt[i / 2] / 1000.0 : 0.0,
 	       (double)(now_ns() - t0) / 1e6, q->qp->qp_num, q->remote_qpn);
 	free(rtt);
+	free(want);
 	return verified == count ? 0 : 1;
 }
 
@@ -271,68 +279,13 @@ static int h_peek(struct swift_fn *fn, int argc, char **argv)
 	return 0;
 }
 
-/* ownqp: try, in the forked child, the calls a function would need to build
- * a QP of its own on the inherited context and PD; prints one line with
- * each call's result (what providers without fork sharing could do). */
-static int h_ownqp(struct swift_fn *fn, int argc, char **argv)
-{
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
-	struct ibv_cq *cq = NULL;
-	struct ibv_qp *qp = NULL;
-	struct ibv_mr *mr = NULL;
-	static uint8_t buf[4096];
-	const char *r_mr, *r_cq, *r_qp = "skipped", *r_init = "skipped";
-
-	(void)argc;
-	(void)argv;
-	if (!fn->ctx || !fn->pd) {
-		printf("ownqp: no device\n");
-		return 1;
-	}
-	errno = 0;
-	mr = ibv_reg_mr(fn->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	r_mr = mr ? "ok" : strerror(errno);
-	errno = 0;
-	cq = ibv_create_cq(fn->ctx, 8, NULL, NULL, 0);
-	r_cq = cq ? "ok" : strerror(errno);
-	if (cq) {
-		memset(&ia, 0, sizeof(ia));
-		ia.send_cq = ia.recv_cq = cq;
-		ia.qp_type = IBV_QPT_RC;
-		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-		errno = 0;
-		qp = ibv_create_qp(fn->pd, &ia);
-		r_qp = qp ? "ok" : strerror(errno);
-	}
-	if (qp) {
-		int rc;
-
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-		r_init = rc ? strerror(rc) : "ok";
-	}
-	{
-		int dq = qp ? ibv_destroy_qp(qp) : -1, dc = cq ? ibv_destroy_cq(cq) : -1, dm = mr ? ibv_dereg_mr(mr) : -1;
-
-		printf("ownqp reg_mr=%s create_cq=%s create_qp=%s modify_init=%s destroy_qp=%s destroy_cq=%s dereg_mr=%s\n",
-		       r_mr, r_cq, r_qp, r_init, dq < 0 ? "skipped" : dq ? strerror(dq) : "ok",
-		       dc < 0 ? "skipped" : dc ? strerror(dc) : "ok", dm < 0 ? "skipped" : dm ? strerror(dm) : "ok");
-	}
-	return 0;
-}
-
 static const struct {
 	const char *name;
 	swift_main_fn fn;
 } builtins[] = {
 	{"noop", h_noop}, {"exit", h_exit}, {"crash", h_crash}, {"sleep", h_sleep},
 	{"qpinfo", h_qpinfo}, {"echo", h_echo}, {"pingpong", h_pingpong},
-	{"firstsend", h_firstsend}, {"bw", h_bw}, {"peek", h_peek}, {"ownqp", h_ownqp},
+	{"firstsend", h_firstsend}, {"bw", h_bw}, {"peek", h_peek},
 };
 
 swift_main_fn swift_builtin(const char *name)
@@ -347,5 +300,5 @@ swift_main_fn swift_builtin(const char *name)
 
 const char *swift_builtin_names(void)
 {
-	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek ownqp";
+	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek";
 }

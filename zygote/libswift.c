@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include "proto.h"
 #include "swift.h"
 
 #define WR_RECV 1ULL
@@ -28,17 +30,19 @@ static int poll_once(struct swift_qp *q)
 		return -EIO;
 	for (i = 0; i < n; i++) {
 		uint64_t kind = wc[i].wr_id >> 32;
+		uint32_t slot = (uint32_t)wc[i].wr_id;
 
-		if (kind == WR_SEND) {
+		/* only what this process posted is expected here */
+		if (kind == WR_SEND && slot < SWIFT_SEND_SLOTS) {
 			if (q->sends_out > 0)
 				q->sends_out--;
 			if (wc[i].status != IBV_WC_SUCCESS)
 				return -EIO;
-		} else if (kind == WR_RECV && q->pending < SWIFT_RECV_SLOTS) {
-			uint32_t slot = (uint32_t)wc[i].wr_id;
-
-			__atomic_and_fetch(&q->recv_posted, ~(1u << slot), __ATOMIC_SEQ_CST);
+		} else if (kind == WR_RECV && slot < SWIFT_RECV_SLOTS && q->pending < SWIFT_RECV_SLOTS) {
+			q->recv_posted &= ~(1u << slot);
 			q->pending_wc[q->pending++] = wc[i];
+		} else {
+			return -EIO;
 		}
 	}
 	return n;
@@ -47,6 +51,27 @@ static int poll_once(struct swift_qp *q)
 uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q)
 {
 	return q->slice + (size_t)(SWIFT_RECV_SLOTS + q->next_send % SWIFT_SEND_SLOTS) * fn->msg_size;
+}
+
+/* relay_flush sends the zygote the receive re-posts queued so far, and one
+ * more operation when op is not NULL, in one message. */
+static int relay_flush(struct swift_fn *fn, const uint32_t *op)
+{
+	uint32_t m[2 + 4 * (SWIFT_RECV_SLOTS + 1)];
+	uint32_t n = fn->npend + (op ? 1 : 0);
+	size_t len = 8 + 16 * (size_t)n;
+
+	if (!n)
+		return 0;
+	m[0] = SWIFT_RELAY_OPS;
+	m[1] = n;
+	memcpy(m + 2, fn->pend, 16 * (size_t)fn->npend);
+	if (op)
+		memcpy(m + 2 + 4 * fn->npend, op, 16);
+	if (send(fn->relay_fd, m, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return errno ? errno : EIO;
+	fn->npend = 0;
+	return 0;
 }
 
 int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
@@ -67,26 +92,21 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
 		if (n == 0)
 			sched_yield();
 	}
-	sge.addr = (uintptr_t)swift_send_buf(fn, q);
-	sge.length = (uint32_t)len;
-	sge.lkey = q->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_SEND << 32 | slot;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	rc = ibv_post_send(q->qp, &wr, &bad);
-	if (rc == EACCES && !bad) {
-		/* queued, but this process may not ring the doorbell */
-		uint32_t h = q->qp->handle;
+	if (fn->relay) {
+		uint32_t op[4] = {SWIFT_OP_SEND, q->index, slot, (uint32_t)len};
 
-		fn->relay = 1;
-		if (write(fn->relay_fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
-			return errno ? errno : EIO;
-		/* let the zygote ring it now rather than at our next time slice */
-		sched_yield();
-		rc = 0;
+		rc = relay_flush(fn, op);
+	} else {
+		sge.addr = (uintptr_t)swift_send_buf(fn, q);
+		sge.length = (uint32_t)len;
+		sge.lkey = q->lkey;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WR_SEND << 32 | slot;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		rc = ibv_post_send(q->qp, &wr, &bad);
 	}
 	if (rc)
 		return rc;
@@ -99,7 +119,8 @@ int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms)
 {
 	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 
-	(void)fn;
+	if (fn->relay && relay_flush(fn, NULL))
+		return EIO;
 	while (q->sends_out > 0) {
 		int n = poll_once(q);
 
@@ -142,6 +163,10 @@ int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
 				return 0;
 			}
 		}
+		/* nothing ready: the receive buffers given back go to the
+		 * zygote now, before waiting */
+		if (fn->npend && relay_flush(fn, NULL))
+			return EIO;
 		if (timeout_ms >= 0 && now_ms() > deadline)
 			return ETIMEDOUT;
 		/* busy-poll briefly; then give the CPU to whoever must make
@@ -167,9 +192,23 @@ int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot)
 
 	if (slot >= SWIFT_RECV_SLOTS)
 		return EINVAL;
+	if (fn->relay) {
+		/* queued; it goes with the next send, or before the next wait */
+		uint32_t *p;
+
+		if (fn->npend == SWIFT_RECV_SLOTS && (rc = relay_flush(fn, NULL)))
+			return rc;
+		p = fn->pend[fn->npend++];
+		p[0] = SWIFT_OP_RECV;
+		p[1] = q->index;
+		p[2] = (uint32_t)slot;
+		p[3] = 0;
+		q->recv_posted |= 1u << slot;
+		return 0;
+	}
 	rc = ibv_post_recv(q->qp, &wr, &bad);
 	if (!rc)
-		__atomic_or_fetch(&q->recv_posted, 1u << slot, __ATOMIC_SEQ_CST);
+		q->recv_posted |= 1u << slot;
 	return rc;
 }
 

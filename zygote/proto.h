@@ -1,4 +1,5 @@
-/* The fork API between swift-run and swift-init (unix SOCK_SEQPACKET). */
+/* The wire between swift-run and swift-init (unix SOCK_SEQPACKET), and
+ * between a forked function and the zygote's doorbell relay. */
 #ifndef SWIFT_PROTO_H
 #define SWIFT_PROTO_H
 #include <stdint.h>
@@ -8,25 +9,26 @@
 #define SWIFT_REQ_ALL 2u    /* every free QP of the peer */
 #define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
 #define SWIFT_REQ_NEW 8u    /* connect fresh QPs on demand (the new-destination path) */
-#define SWIFT_REQ_OWN 16u   /* the child creates and connects QPs of its own */
-
-/* Doorbell relay messages, child to zygote (SOCK_SEQPACKET): an array of
- * QP handles to ring, or SWIFT_RELAY_OWN followed by the handles of the
- * objects the child created (its MR, then a QP and CQ pair per QP), which
- * the zygote may then ring and destroys when the child is gone. */
-#define SWIFT_RELAY_OWN 0xffffffffu
+#define SWIFT_REQ_OWN 16u   /* the function builds QPs on a device context of its own */
+#define SWIFT_REQ_FLAGS 31u
 #define SWIFT_ARGS_MAX 4096
+#define SWIFT_ARGC_MAX 255
 
+/* A request is the header, then exactly argc NUL-terminated strings (no
+ * more bytes than they take), with stdin, stdout and stderr passed as
+ * SCM_RIGHTS; a status request passes no fds. */
 struct swift_req {
 	char magic[4];
 	uint32_t flags;
-	char peer[64];
+	char peer[64];             /* NUL-terminated */
 	uint32_t nqp;
 	uint32_t argc;
-	char args[SWIFT_ARGS_MAX]; /* argc NUL-terminated strings */
+	char args[SWIFT_ARGS_MAX];
 };
+#define SWIFT_REQ_HDR 80       /* offsetof(struct swift_req, args) */
 
-/* First reply: the child was forked (status 0) or why not. */
+/* First reply: the child was forked (status 0) or why not. A status
+ * request's reply is followed by one message of text. */
 struct swift_rep {
 	int32_t status;            /* 0 or an errno value */
 	int32_t pid;
@@ -36,8 +38,32 @@ struct swift_rep {
 	char msg[256];
 };
 
-/* Second reply, when the child is reaped. */
+/* Second reply, when the function has ended. */
 struct swift_exit {
 	int32_t wstatus;
 };
+
+/* From swift-run while its function runs: deliver a signal to it. */
+#define SWIFT_SIG_MAGIC "SSG1"
+struct swift_sig {
+	char magic[4];
+	int32_t signo;
+};
+
+/* Function to zygote, on its relay socket (SOCK_SEQPACKET):
+ *   OPS:  u32 type, u32 n, then n entries of u32 op, row, slot, len:
+ *         post a SEND from send slot `slot` (len bytes) or a receive into
+ *         receive slot `slot`, on a pool row the function holds. On rxe and
+ *         siw the send and receive queues of a row are the zygote's alone
+ *         (the kernel reads what is written there), so the zygote posts.
+ *   OWN:  u32 type, u32 n, swift_qpinfo[n]
+ *         connect these QPs (on the function's own context) to its peer;
+ *         answered with OWN_REPLY: u32 type, u32 status, u32 n, swift_qpinfo[n]
+ */
+#define SWIFT_RELAY_OPS 1u
+#define SWIFT_RELAY_OWN 2u
+#define SWIFT_RELAY_OWN_REPLY 3u
+#define SWIFT_OP_SEND 1u
+#define SWIFT_OP_RECV 2u
+#define SWIFT_RELAY_BATCH 64 /* entries per message */
 #endif

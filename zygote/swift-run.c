@@ -12,10 +12,17 @@
  * create and connect QPs of its own on the inherited device context (what
  * the zygote does anyway on providers whose pool queues a forked child
  * cannot use; the peer keeps its side until the function ends). --time
- * prints to stderr
- * the zygote's time to fork and the end-to-end time.
+ * prints to stderr the zygote's time to fork and the end-to-end time.
+ *
+ * SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to swift-run
+ * are delivered to the function (its process group). If swift-run goes
+ * away (killed, or its connection closed), the zygote sends the function
+ * SIGTERM, and SIGKILL to all it left one second later.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +40,55 @@ static unsigned long long now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+/* the self-pipe signal handlers write to: signal plumbing, the one global */
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int signo)
+{
+	unsigned char b = (unsigned char)signo;
+	int e = errno;
+
+	if (write(sig_pipe[1], &b, 1) < 0) {
+		/* the pipe is full: the function has signals enough queued */
+	}
+	errno = e;
+}
+
+/* wait_exit waits for the function's exit status, forwarding signals. */
+static int wait_exit(int fd, struct swift_exit *ex)
+{
+	static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+	struct sigaction sa;
+	size_t i;
+
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
+		sigaction(fwd[i], &sa, NULL);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN}};
+		unsigned char b;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		while (p[1].revents && read(sig_pipe[0], &b, 1) == 1) {
+			struct swift_sig s;
+
+			memcpy(s.magic, SWIFT_SIG_MAGIC, 4);
+			s.signo = b;
+			send(fd, &s, sizeof(s), MSG_NOSIGNAL);
+		}
+		if (p[0].revents)
+			return recv(fd, ex, sizeof(*ex), 0) == (ssize_t)sizeof(*ex) ? 0 : -1;
+	}
 }
 
 static void usage(void)
@@ -126,6 +182,8 @@ int main(int argc, char **argv)
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(h), fds, sizeof(fds));
+	if (req.flags & SWIFT_REQ_STATUS)
+		mh.msg_control = NULL, mh.msg_controllen = 0; /* a status request passes no fds */
 	if (sendmsg(fd, &mh, 0) < 0 || recv(fd, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep)) {
 		fprintf(stderr, "swift-run: request: %s\n", strerror(errno));
 		return 125;
@@ -141,9 +199,12 @@ int main(int argc, char **argv)
 
 		if (n > 0)
 			fwrite(buf, 1, (size_t)n, stdout);
+		if (timing)
+			fprintf(stderr, "swift-run: status zygote_us %llu total_us %llu\n",
+				(unsigned long long)rep.zygote_us, now_us() - t0);
 		return n > 0 ? 0 : 125;
 	}
-	if (recv(fd, &ex, sizeof(ex), 0) != (ssize_t)sizeof(ex)) {
+	if (wait_exit(fd, &ex)) {
 		fprintf(stderr, "swift-run: zygote went away before the function ended\n");
 		return 125;
 	}

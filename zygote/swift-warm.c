@@ -10,8 +10,8 @@
  * The parent forks and execs a fresh copy of itself and prints warm_us:
  * the wall time from before fork to the child's exit.
  */
+#include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,84 +19,121 @@
 #include <unistd.h>
 #include "zygote.h"
 
-void swift_log(const char *fmt, ...)
-{
-	va_list ap;
+struct warm {
+	struct swift_cfg cfg;
+	struct swift_dev dev;
+	uint8_t key[64];
+	size_t key_len;
+};
 
-	fputs("swift-warm: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static struct swift_dev dev;
-
-static int read_key(const char *path, const char *tenant)
+static int read_key(struct warm *w)
 {
 	FILE *f;
 	size_t n;
 
-	if (!path[0]) {
-		dev.key_len = strlen(tenant);
-		memcpy(dev.key, tenant, dev.key_len);
+	if (!w->cfg.key_file[0]) {
+		w->key_len = strlen(w->cfg.tenant);
+		memcpy(w->key, w->cfg.tenant, w->key_len);
 		return 0;
 	}
-	f = fopen(path, "r");
+	f = fopen(w->cfg.key_file, "re");
 	if (!f)
 		return -1;
-	n = fread(dev.key, 1, sizeof(dev.key), f);
+	n = fread(w->key, 1, sizeof(w->key), f);
 	fclose(f);
-	dev.key_len = n;
+	w->key_len = n;
 	return n >= 16 ? 0 : -1;
+}
+
+static int op_create(void *ctx, int peer, struct swift_qpinfo *local, char *err, size_t errlen)
+{
+	return swift_row_create(&((struct warm *)ctx)->dev, peer, local, err, errlen);
+}
+
+static int op_connect(void *ctx, int row, const struct swift_qpinfo *remote)
+{
+	return swift_row_connect(&((struct warm *)ctx)->dev, row, remote);
+}
+
+static void op_destroy(void *ctx, int row)
+{
+	swift_row_destroy(&((struct warm *)ctx)->dev, row);
 }
 
 static int child(const char *config, const char *peer_name)
 {
-	struct swift_cfg cfg;
-	struct swift_qp *qp;
+	struct warm *w = calloc(1, sizeof(*w));
+	struct swift_rowops ops = {.create = op_create, .connect = op_connect, .destroy = op_destroy};
+	struct swift_xenv env;
+	struct xconn *x = calloc(1, sizeof(*x));
+	struct swift_qp qp, *qps = &qp;
 	struct swift_fn fn;
+	struct pool_row *r;
+	struct in_addr in;
 	char err[512];
-	int peer = 0, row, rc;
+	int peer = 0, rc, fd;
 
-	if (swift_cfg_load(&cfg, config, err, sizeof(err))) {
-		swift_log("%s", err);
+	if (!w || !x)
+		return 1;
+	if (swift_cfg_load(&w->cfg, config, err, sizeof(err))) {
+		fprintf(stderr, "swift-warm: %s\n", err);
 		return 2;
 	}
-	if (peer_name) {
-		for (peer = 0; peer < cfg.npeers && strcmp(cfg.peers[peer].name, peer_name); peer++)
-			;
-	}
-	if (peer >= cfg.npeers) {
-		swift_log("no peer %s in %s", peer_name ? peer_name : "(any)", config);
+	if (peer_name)
+		peer = swift_find_peer(&w->cfg, peer_name);
+	if (peer < 0 || peer >= w->cfg.npeers) {
+		fprintf(stderr, "swift-warm: no peer %s in %s\n", peer_name ? peer_name : "(any)", config);
 		return 2;
 	}
-	cfg.pool = 1;
-	if (swift_dev_open(&dev, &cfg, err, sizeof(err))) {
-		swift_log("%s", err);
+	if (inet_pton(AF_INET, w->cfg.peers[peer].host, &in) != 1) {
+		fprintf(stderr, "swift-warm: peer %s: %s is not an IPv4 address\n", w->cfg.peers[peer].name,
+			w->cfg.peers[peer].host);
+		return 2;
+	}
+	if (swift_dev_open(&w->dev, &w->cfg, err, sizeof(err))) {
+		fprintf(stderr, "swift-warm: %s\n", err);
 		return 1;
 	}
-	if (read_key(cfg.key_file, cfg.tenant)) {
-		swift_log("tenant key %s unreadable", cfg.key_file);
+	if (read_key(w)) {
+		fprintf(stderr, "swift-warm: tenant key %s unreadable\n", w->cfg.key_file);
 		return 1;
 	}
-	if (swift_xchg_initiate(&dev, &cfg, peer, 1, SWIFT_X_EPHEMERAL, &row, err, sizeof(err)) != 1) {
-		swift_log("%s", err);
+	ops.ctx = w;
+	env.cfg = &w->cfg;
+	env.key = w->key;
+	env.key_len = w->key_len;
+	env.ops = &ops;
+	fd = swift_dial(in.s_addr, w->cfg.peers[peer].port, 0);
+	if (fd < 0) {
+		fprintf(stderr, "swift-warm: connect %s:%d: %s\n", w->cfg.peers[peer].host, w->cfg.peers[peer].port,
+			strerror(errno));
 		return 1;
 	}
-	qp = &dev.sq[row];
+	swift_xconn_client(x, &env, peer, 1, SWIFT_X_EPHEMERAL, NULL, NULL);
+	if (swift_xconn_run(fd, x, &env, 5000) != XC_DONE) {
+		fprintf(stderr, "swift-warm: %s\n", x->err);
+		return 1;
+	}
+	close(fd);
+	r = &w->dev.rows[x->rows[0]];
+	memset(&qp, 0, sizeof(qp));
+	qp.qp = r->qp;
+	qp.cq = r->cq;
+	qp.slice = r->slice;
+	qp.lkey = r->lkey;
+	qp.recv_posted = r->recv_posted;
 	memset(&fn, 0, sizeof(fn));
-	fn.ctx = dev.ctx;
-	fn.pd = dev.pd;
-	fn.msg_size = cfg.msg_size;
+	fn.ops = &swift_default_ops;
+	fn.ctx = w->dev.ctx;
+	fn.msg_size = w->cfg.msg_size;
 	fn.nqp = 1;
-	fn.qp = &qp;
+	fn.qp = &qps;
 	fn.relay_fd = -1;
-	memset(swift_send_buf(&fn, qp), 0, 64);
+	memset(swift_send_buf(&fn, &qp), 0, 64);
 	/* flags word 1: the peer's echo must not answer */
-	swift_send_buf(&fn, qp)[8] = 1;
-	if ((rc = swift_send(&fn, qp, 64)) || (rc = swift_flush(&fn, qp, 5000))) {
-		swift_log("send: %s", strerror(rc));
+	swift_send_buf(&fn, &qp)[8] = 1;
+	if ((rc = swift_send(&fn, &qp, 64)) || (rc = swift_flush(&fn, &qp, 5000))) {
+		fprintf(stderr, "swift-warm: send: %s\n", strerror(rc));
 		return 1;
 	}
 	return 0;

@@ -5,19 +5,32 @@
  *
  *     int swift_main(struct swift_fn *fn, int argc, char **argv);
  *
- * run in a child forked from the zygote, without exec: it inherits the
- * zygote's device context, protection domain, registered memory arena and
- * the pre-connected RC queue pairs assigned to it (*fn->qp[0..nqp-1], each
- * with its own completion queue and its own slice of the arena). Its stdin,
- * stdout and stderr are those of the swift-run that asked for it; its return
+ * run in a child forked from the zygote, without exec. It gets the
+ * pre-connected RC queue pairs assigned to it (*fn->qp[0..nqp-1]), each with
+ * its own completion queue, protection domain and registered slice of
+ * memory, and nothing else of the zygote's: the other rows' queues and
+ * slices are unmapped, the zygote's device file is closed (so fn->ctx and
+ * fn->pd are NULL, unless the function asked for QPs of its own: then they
+ * are the device context and PD it opened), and it holds no fd but its
+ * stdio and its relay socket. It runs in a session of its own, undumpable;
+ * whatever it leaves behind is killed when it returns. Its stdin, stdout
+ * and stderr are those of the swift-run that asked for it; its return
  * value is swift-run's exit status.
  *
- * Send with swift_send (never ibv_post_send directly: on providers whose
- * doorbell is a write() to the device file, such as rxe and siw, the kernel
- * refuses that write from a forked process, and libswift has the zygote ring
- * the doorbell for it; on mlx5 the zygote allocates the queues in shared
- * memory). Receive with swift_recv: every pool QP keeps its
- * receive queue filled with SWIFT_RECV_SLOTS buffers of fn->msg_size bytes.
+ * Send with swift_send and give receive buffers back with swift_recv_done,
+ * never with ibv_post_send or ibv_post_recv directly: on providers whose
+ * queues the kernel reads from memory the process shares with it (rxe,
+ * siw), a function does not even map its QPs' send and receive queues, and
+ * libswift has the zygote post for it (fn->relay), on the rows it holds
+ * only; it polls its own CQ. On mlx5 the zygote allocates the queues in
+ * shared memory and the function posts itself. Receive with swift_recv:
+ * every pool QP keeps its receive queue filled with SWIFT_RECV_SLOTS
+ * buffers of fn->msg_size bytes.
+ *
+ * Pool QPs allow SEND and RECV only. A pool whose description says
+ * `remote_access 1` also lets the peer RDMA READ and WRITE a QP's slice:
+ * remote_addr and remote_rkey then name the peer's slice (its rkey works
+ * only through this QP: every row has a PD of its own).
  */
 #ifndef SWIFT_H
 #define SWIFT_H
@@ -46,6 +59,10 @@ struct swift_qp {
 	uint32_t recv_posted;    /* bit per receive slot currently posted */
 	uint32_t pending;        /* receive completions polled, not yet returned */
 	struct ibv_wc pending_wc[SWIFT_RECV_SLOTS];
+	/* appended after version 1 of this layout */
+	uint64_t remote_addr;    /* the peer's slice (remote access pools), else 0 */
+	uint32_t remote_rkey;
+	uint32_t rkey;           /* this slice's rkey (remote access pools), else 0 */
 };
 
 struct swift_fn;
@@ -68,9 +85,12 @@ struct swift_fn {
 	size_t msg_size;
 	int nqp;
 	struct swift_qp **qp;
-	int relay;               /* 1: the zygote rings send doorbells */
-	int relay_fd;            /* socket to the zygote's doorbell relay */
+	int relay;               /* 1: the zygote posts sends and receives */
+	int relay_fd;            /* socket to the zygote's relay, or -1 */
 	const char *provider;    /* rxe, siw, mlx5, ... */
+	/* appended after version 1 of this layout; libswift's own */
+	uint32_t npend;          /* receive re-posts not yet sent to the zygote */
+	uint32_t pend[SWIFT_RECV_SLOTS][4];
 };
 
 typedef int (*swift_main_fn)(struct swift_fn *fn, int argc, char **argv);

@@ -1,0 +1,447 @@
+/* The function's side after fork: before any code we do not control runs,
+ * the child makes itself a process that holds only what is its own.
+ *
+ *  - undumpable, so a sibling cannot open its /proc/<pid>/mem or fd/, nor
+ *    read it with process_vm_readv or ptrace (without CAP_SYS_PTRACE);
+ *  - in a session of its own, which it and its descendants cannot leave
+ *    (setsid is refused to them by a seccomp filter, with no_new_privs):
+ *    the zygote ends whatever the function leaves behind by its session
+ *    before it gives the function's rows to anyone else;
+ *  - its stdio and its relay socket are its only fds: the zygote's sockets,
+ *    other functions' callers, relays and held exchanges are closed, and
+ *    the zygote's device file is replaced by a dead fd, so it can issue no
+ *    command on the zygote's device context (its post_send then fails with
+ *    EBADF after queueing, and the zygote rings that doorbell);
+ *  - other rows' queues and slices are unmapped and their records wiped,
+ *    the tenant key and every other request's bytes are wiped;
+ *  - on rxe and siw, even its own rows' send and receive queues are
+ *    unmapped: the kernel reads them, so the zygote posts for it (fn->relay)
+ *    and it keeps only its CQs and its slices;
+ *  - with function_uids, it runs as a uid and gid of its own (its slot's),
+ *    with no supplementary groups and no capabilities: it cannot signal,
+ *    trace or list the /proc entries of its siblings, the entrypoint or the
+ *    zygote. The uid is reused only once nothing of the function is left.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "zygote.h"
+
+#if defined(__x86_64__)
+#define SWIFT_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SWIFT_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "set the seccomp audit architecture for this target"
+#endif
+
+static void die(int code, const char *what) __attribute__((noreturn));
+static void die(int code, const char *what)
+{
+	fprintf(stderr, "swift: %s: %s\n", what, strerror(errno));
+	_exit(code);
+}
+
+/* confine: setsid is refused to the function and its descendants; system
+ * calls of another ABI (32-bit, x32) are refused altogether. */
+static int confine(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SWIFT_AUDIT_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setsid, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* only_fds makes stdio the request's three fds, keeps the relay socket (its
+ * number returned), makes the device context's fds dead, and closes every
+ * other fd. */
+static int only_fds(struct zygote *z, const int io[3], int relay)
+{
+	int keep[3], i, nk = 0, dead[2], k[4], r = -1;
+
+	for (i = 0; i < 3; i++) {
+		keep[i] = fcntl(io[i], F_DUPFD_CLOEXEC, 3);
+		if (keep[i] < 0)
+			die(126, "dup stdio");
+	}
+	if (relay >= 0 && (r = fcntl(relay, F_DUPFD_CLOEXEC, 3)) < 0)
+		die(126, "dup relay socket");
+	for (i = 0; i < 3; i++)
+		if (dup2(keep[i], i) < 0)
+			die(126, "dup2 stdio");
+	if (z->have_dev) {
+		if (pipe2(dead, O_CLOEXEC))
+			die(126, "pipe");
+		for (i = 0; i < 2; i++)
+			if (z->dev.ctx_fds[i] >= 0 && z->dev.ctx_fds[i] != dead[0] &&
+			    dup3(dead[0], z->dev.ctx_fds[i], O_CLOEXEC) < 0)
+				die(126, "dup3 over the device file");
+		for (i = 0; i < 2; i++)
+			if (z->dev.ctx_fds[i] >= 0)
+				k[nk++] = z->dev.ctx_fds[i];
+	}
+	if (r >= 0)
+		k[nk++] = r;
+	qsort(k, (size_t)nk, sizeof(int), cmp_int);
+	/* close [3, k0), (k0, k1), ..., (k_last, ~0] */
+	{
+		unsigned lo = 3;
+
+		for (i = 0; i < nk; i++) {
+			if ((unsigned)k[i] > lo)
+				syscall(SYS_close_range, lo, (unsigned)k[i] - 1, 0);
+			if ((unsigned)k[i] + 1 > lo)
+				lo = (unsigned)k[i] + 1;
+		}
+		syscall(SYS_close_range, lo, ~0U, 0);
+	}
+	return r;
+}
+
+struct range {
+	uintptr_t a, b;
+};
+
+static int cmp_range(const void *x, const void *y)
+{
+	const struct range *p = x, *q = y;
+
+	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* unmap_all unmaps the ranges, adjacent ones in one call: a pool's rows
+ * were mapped one after another, so what is not the function's is a few
+ * runs of address space, not one call per queue. */
+static void unmap_all(struct range *r, int n)
+{
+	int i;
+
+	if (!n)
+		return;
+	qsort(r, (size_t)n, sizeof(*r), cmp_range);
+	for (i = 1; i < n; i++) {
+		if (r[i].a <= r[0].b) {
+			if (r[i].b > r[0].b)
+				r[0].b = r[i].b;
+		} else {
+			munmap((void *)r[0].a, r[0].b - r[0].a);
+			r[0] = r[i];
+		}
+	}
+	munmap((void *)r[0].a, r[0].b - r[0].a);
+}
+
+/* scrub drops what is not this function's from its copy of the zygote.
+ * Only what holds something is written: every page written here is a
+ * page the fork must copy. */
+static void scrub(struct zygote *z, int slot)
+{
+	struct child *me = &z->children[slot];
+	struct range *un = malloc(sizeof(*un) * SWIFT_MAX_QPS * (SWIFT_ROW_MAPS + 1));
+	int i, j, mine, n = 0;
+
+	if (!un)
+		die(126, "malloc");
+	explicit_bzero(z->key, sizeof(z->key));
+	z->key_len = 0;
+	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++) {
+		struct pool_row *r = &z->dev.rows[i];
+
+		if (r->state == ROW_EMPTY)
+			continue;
+		for (mine = 0, j = 0; j < me->nrows && !mine; j++)
+			mine = me->rows[j] == i;
+		for (j = 0; j < r->nmaps; j++)
+			/* rxe, siw: the kernel reads what the send and receive
+			 * queues hold; even its own stay the zygote's alone */
+			if (!mine || (z->dev.share == SHARE_RELAY && !r->maps[j].cq)) {
+				un[n].a = r->maps[j].addr;
+				un[n++].b = r->maps[j].addr + r->maps[j].len;
+			}
+		if (mine)
+			continue;
+		if (r->slice) {
+			un[n].a = (uintptr_t)r->slice;
+			un[n++].b = (uintptr_t)r->slice + z->dev.slice_len;
+		}
+		explicit_bzero(r, sizeof(*r));
+	}
+	unmap_all(un, n);
+	free(un);
+	/* other requests' bytes: connections in use only (a closed one was
+	 * wiped when it closed) */
+	for (i = 0; i < SWIFT_MAX_CONNS; i++)
+		if (z->conns[i].kind != C_FREE)
+			explicit_bzero(&z->conns[i], sizeof(z->conns[i]));
+}
+
+/* Own QPs: on a device context the function opens itself. */
+struct own {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	struct swift_qp q[SWIFT_X_MAX];
+};
+
+static int own_qps(struct zygote *z, int slot, int relay, struct own *o, struct swift_qp **qps)
+{
+	struct child *me = &z->children[slot];
+	struct swift_dev *d = &z->dev;
+	uint8_t msg[8 + 44 * SWIFT_X_MAX], rep[12 + 44 * SWIFT_X_MAX];
+	uint32_t hdr[2] = {SWIFT_RELAY_OWN, (uint32_t)me->own}, st, n;
+	struct pollfd p = {.fd = relay, .events = POLLIN};
+	size_t len = d->slice_len * (size_t)me->own;
+	ssize_t got;
+	int i;
+
+	o->ctx = ibv_open_device(d->device);
+	if (!o->ctx)
+		die(125, "own QPs: open the device");
+	o->pd = ibv_alloc_pd(o->ctx);
+	o->buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!o->pd || o->buf == MAP_FAILED)
+		die(125, "own QPs: PD or buffer");
+	o->mr = ibv_reg_mr(o->pd, o->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!o->mr)
+		die(125, "own QPs: ibv_reg_mr");
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, hdr, sizeof(hdr));
+	for (i = 0; i < me->own; i++) {
+		struct swift_qp *q = &o->q[i];
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp_attr a;
+		uint8_t *w = msg + 8 + 44 * (size_t)i;
+		uint32_t psn = (uint32_t)(swift_now_us() * 2654435761u + (uint64_t)i) & 0xffffff;
+
+		q->cq = ibv_create_cq(o->ctx, SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS + 4, NULL, NULL, 0);
+		if (!q->cq)
+			die(125, "own QPs: ibv_create_cq");
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = q->cq;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = SWIFT_SEND_SLOTS;
+		ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		q->qp = ibv_create_qp(o->pd, &ia);
+		if (!q->qp)
+			die(125, "own QPs: ibv_create_qp");
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = (uint8_t)d->port;
+		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+			die(125, "own QPs: modify to INIT");
+		q->index = (uint32_t)i;
+		q->peer = z->cfg.peers[me->own_peer].name;
+		q->slice = o->buf + d->slice_len * (size_t)i;
+		q->lkey = o->mr->lkey;
+		q->remote_rkey = (uint32_t)psn; /* held here until connected */
+		memcpy(w, &q->qp->qp_num, 4);
+		memcpy(w + 4, &psn, 4);
+		memcpy(w + 8, &d->lid, 2);
+		memcpy(w + 12, d->gid, 16);
+		qps[i] = q;
+	}
+	for (i = 0; i < me->own; i++) {
+		struct ibv_sge sge;
+		struct ibv_recv_wr wr, *bad;
+		uint32_t s;
+
+		for (s = 0; s < SWIFT_RECV_SLOTS; s++) {
+			sge.addr = (uintptr_t)(o->q[i].slice + (size_t)s * d->msg_size);
+			sge.length = (uint32_t)d->msg_size;
+			sge.lkey = o->q[i].lkey;
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = 1ULL << 32 | s;
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			if (ibv_post_recv(o->q[i].qp, &wr, &bad))
+				die(125, "own QPs: ibv_post_recv");
+			o->q[i].recv_posted |= 1u << s;
+		}
+	}
+	if (send(relay, msg, 8 + 44 * (size_t)me->own, MSG_NOSIGNAL) < 0)
+		die(125, "own QPs: ask the zygote");
+	if (poll(&p, 1, (int)(SWIFT_X_DEADLINE_US / 1000) + 2000) != 1 || (got = recv(relay, rep, sizeof(rep), 0)) < 12) {
+		fprintf(stderr, "swift: own QPs to %s: the zygote did not answer\n", z->cfg.peers[me->own_peer].name);
+		_exit(125);
+	}
+	memcpy(&st, rep + 4, 4);
+	memcpy(&n, rep + 8, 4);
+	if (st || n != (uint32_t)me->own || (size_t)got != 12 + 44 * (size_t)n) {
+		const char *peer = z->cfg.peers[me->own_peer].name;
+
+		if (st == EACCES)
+			fprintf(stderr, "swift: own QPs to %s: peer %s failed authentication (not tenant %s)\n", peer, peer,
+				z->cfg.tenant);
+		else
+			fprintf(stderr, "swift: own QPs to %s: %s\n", peer,
+				st ? strerror((int)st) : "the zygote answered for another count");
+		_exit(125);
+	}
+	for (i = 0; i < me->own; i++) {
+		struct swift_qp *q = &o->q[i];
+		const uint8_t *r = rep + 12 + 44 * (size_t)i;
+		uint32_t rqpn, rpsn;
+		uint16_t rlid;
+		struct ibv_qp_attr a;
+
+		memcpy(&rqpn, r, 4);
+		memcpy(&rpsn, r + 4, 4);
+		memcpy(&rlid, r + 8, 2);
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTR;
+		a.path_mtu = d->mtu;
+		a.dest_qp_num = rqpn;
+		a.rq_psn = rpsn;
+		a.max_dest_rd_atomic = 1;
+		a.min_rnr_timer = 12;
+		a.ah_attr.is_global = 1;
+		memcpy(a.ah_attr.grh.dgid.raw, r + 12, 16);
+		a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
+		a.ah_attr.grh.hop_limit = 64;
+		a.ah_attr.dlid = rlid;
+		a.ah_attr.port_num = (uint8_t)d->port;
+		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+			die(125, "own QPs: modify to RTR");
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		a.sq_psn = q->remote_rkey;
+		a.max_rd_atomic = 1;
+		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+			die(125, "own QPs: modify to RTS");
+		q->remote_rkey = 0;
+		q->remote_qpn = rqpn;
+	}
+	return me->own;
+}
+
+void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int relay)
+{
+	struct child *me = &z->children[slot];
+	struct swift_request req = *reqp;
+	struct swift_qp *pool = NULL, **qps;
+	struct own own;
+	struct swift_fn fn;
+	sigset_t none;
+	char *argv[SWIFT_ARGC_MAX + 1], *p;
+	swift_main_fn main_fn;
+	void *handle = NULL;
+	int i, rc;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (setsid() < 0)
+		die(126, "setsid");
+	relay = only_fds(z, req.fds, relay);
+	scrub(z, slot);
+	if (z->cfg.function_uid_base && z->uids_ok) {
+		uid_t id = (uid_t)(z->cfg.function_uid_base + (uint32_t)slot);
+
+		if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id))
+			die(126, "function uid");
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	}
+	if (confine())
+		die(126, "seccomp (a function must not leave its session)");
+	qps = calloc(SWIFT_MAX_QPS, sizeof(*qps));
+	pool = calloc((size_t)(me->nrows > 0 ? me->nrows : 1), sizeof(*pool));
+	if (!qps || !pool)
+		die(126, "calloc");
+	memset(&fn, 0, sizeof(fn));
+	fn.ops = &swift_default_ops;
+	fn.msg_size = z->cfg.msg_size;
+	fn.relay_fd = relay;
+	fn.provider = z->have_dev ? z->dev.provider : "none";
+	for (i = 0; i < me->nrows; i++) {
+		struct pool_row *r = &z->dev.rows[me->rows[i]];
+		struct swift_qp *q = &pool[i];
+
+		q->qp = r->qp;
+		q->cq = r->cq;
+		q->index = (uint32_t)me->rows[i];
+		q->peer = z->cfg.peers[r->peer].name;
+		q->remote_qpn = r->remote.qpn;
+		q->slice = r->slice;
+		q->lkey = r->lkey;
+		q->recv_posted = r->recv_posted;
+		q->remote_addr = r->remote.addr;
+		q->remote_rkey = r->remote.rkey;
+		q->rkey = r->rkey;
+		qps[i] = q;
+	}
+	fn.nqp = me->nrows;
+	fn.qp = qps;
+	fn.relay = me->nrows > 0 && z->dev.share == SHARE_RELAY;
+	if (me->own > 0) {
+		memset(&own, 0, sizeof(own));
+		fn.nqp = own_qps(z, slot, relay, &own, qps);
+		fn.ctx = own.ctx;
+		fn.pd = own.pd;
+	}
+	for (i = 0, p = req.args; i < req.argc; i++) {
+		argv[i] = p;
+		p += strlen(p) + 1;
+	}
+	argv[i] = NULL;
+	if (strchr(argv[0], '/')) {
+		/* a handler in a shared object, loaded without exec */
+		handle = dlopen(argv[0], RTLD_NOW | RTLD_LOCAL);
+		if (!handle || !(main_fn = (swift_main_fn)dlsym(handle, "swift_main"))) {
+			fprintf(stderr, "swift: cannot load handler %s: %s\n", argv[0], dlerror());
+			_exit(127);
+		}
+	} else if (!(main_fn = swift_builtin(argv[0]))) {
+		fprintf(stderr, "swift: no handler %s (built in: %s; or a path to a shared object)\n", argv[0],
+			swift_builtin_names());
+		_exit(127);
+	}
+	rc = main_fn(&fn, req.argc, argv);
+	if (handle) {
+		/* the handler's C library buffers its own stdio */
+		int (*flush)(FILE *) = (int (*)(FILE *))dlsym(handle, "fflush");
+
+		if (flush)
+			flush(NULL);
+	}
+	fflush(stdout);
+	fflush(stderr);
+	_exit(rc & 0xff);
+}

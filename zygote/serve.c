@@ -1,0 +1,413 @@
+/* Serving functions: the zygote's side of the control protocol (a request
+ * decoded by ctl.c, scheduled, then forked, perhaps after QPs are connected
+ * on demand without holding the loop), the status text, and the doorbell
+ * relay (messages decoded by relay.c, acted on only as the zygote's records
+ * allow: sends and receives posted on rows the function holds, into its
+ * slots; a function's own QPs connected once, to the peer its request
+ * named). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "zygote.h"
+
+#define QPINFO_WIRE 44
+
+static const char *row_state(enum row_state s)
+{
+	switch (s) {
+	case ROW_PENDING: return "pending";
+	case ROW_FREE: return "free";
+	case ROW_ASSIGNED: return "assigned";
+	case ROW_HELD: return "held";
+	case ROW_RECLAIM: return "reclaim";
+	case ROW_BROKEN: return "broken";
+	default: return "empty";
+	}
+}
+
+/* The pool table (QP -> peer, numbers, state) and the assignment table
+ * (QP -> function pid, -1 for a peer's function), as text. */
+size_t swift_format_status(struct zygote *z, char *buf, size_t len)
+{
+	struct swift_dev *d = &z->dev;
+	size_t o = 0;
+	int i;
+
+#define P(...) do { int _n = snprintf(buf + o, len > o ? len - o : 0, __VA_ARGS__); if (_n > 0) o += (size_t)_n; } while (0)
+	P("zygote %s tenant %s device %s provider %s share %s\n", z->cfg.name, z->cfg.tenant,
+	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
+	  z->have_dev ? swift_share_name(d->share) : "n/a");
+	for (i = 0; i < z->cfg.npeers; i++) {
+		struct swift_peer *p = &z->cfg.peers[i];
+
+		P("peer %s %s:%d %s free %d assigned %d\n", p->name, p->host, p->port,
+		  p->connected ? "connected" : p->refused ? "refused" : "waiting", swift_rows(d, i, ROW_FREE),
+		  swift_rows(d, i, ROW_ASSIGNED));
+	}
+	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++) {
+		struct pool_row *r = &d->rows[i];
+
+		if (r->state == ROW_EMPTY)
+			continue;
+		P("qp %d peer %s qpn %u remote %u state %s owner %d\n", i, z->cfg.peers[r->peer].name, r->qpn,
+		  r->remote.qpn, row_state(r->state),
+		  r->state == ROW_HELD ? -1 : r->owner >= 0 ? (int)z->children[r->owner].pid : 0);
+	}
+#undef P
+	return o < len ? o : len;
+}
+
+void swift_write_status(struct zygote *z)
+{
+	char buf[32768], tmp[512];
+	size_t n;
+	int fd;
+
+	z->status_dirty = 0;
+	if (!z->status_path)
+		return;
+	n = swift_format_status(z, buf, sizeof(buf));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", z->status_path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, buf, n) == (ssize_t)n)
+		rename(tmp, z->status_path);
+	close(fd);
+}
+
+static void reply(int fd, int status, pid_t pid, int nqp, int newdest, uint64_t us, const char *msg)
+{
+	struct swift_rep r;
+
+	memset(&r, 0, sizeof(r));
+	r.status = status;
+	r.pid = pid;
+	r.nqp = (uint32_t)nqp;
+	r.newdest = (uint32_t)newdest;
+	r.zygote_us = us;
+	if (msg)
+		snprintf(r.msg, sizeof(r.msg), "%s", msg);
+	/* a caller that cannot take 300 bytes is not waiting for them */
+	send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void close_fds(struct swift_request *req)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (req->fds[i] >= 0)
+			close(req->fds[i]);
+	req->fds[0] = req->fds[1] = req->fds[2] = -1;
+}
+
+/* refuse_conn answers a request with an error and ends the connection. */
+static void refuse_conn(struct zygote *z, int ci, int status, const char *msg)
+{
+	struct conn *c = &z->conns[ci];
+
+	reply(c->fd, status, 0, 0, 0, 0, msg);
+	close_fds(&c->req);
+	swift_conn_close(z, ci);
+}
+
+static void view(struct zygote *z, struct swift_view *v)
+{
+	int i;
+
+	memset(v, 0, sizeof(*v));
+	v->have_dev = z->have_dev;
+	v->share = z->dev.share;
+	v->allow_new_dest = z->cfg.allow_new_dest;
+	v->npeers = z->cfg.npeers;
+	for (i = 0; i < z->cfg.npeers; i++) {
+		v->names[i] = z->cfg.peers[i].name;
+		v->free[i] = z->have_dev ? swift_rows(&z->dev, i, ROW_FREE) : 0;
+	}
+}
+
+static int free_slot(struct zygote *z)
+{
+	int i;
+
+	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+		if (z->children[i].state == CH_FREE)
+			return i;
+	return -1;
+}
+
+void swift_ctl_readable(struct zygote *z, int ci)
+{
+	struct conn *c = &z->conns[ci];
+	union {
+		struct swift_req req;
+		uint8_t b[sizeof(struct swift_req) + 1];
+	} u;
+	int fds[3], nfds, flags, status;
+	char err[256];
+	ssize_t n;
+
+	n = swift_ctl_recv(c->fd, u.b, sizeof(u.b), fds, 3, &nfds, &flags);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		while (nfds > 0)
+			close(fds[--nfds]);
+		swift_conn_close(z, ci);
+		return;
+	}
+	c->t0 = swift_now_us();
+	status = swift_req_decode(u.b, (size_t)n, flags, fds, nfds, &c->req, err, sizeof(err));
+	explicit_bzero(&u, sizeof(u));
+	if (status) {
+		while (nfds > 0)
+			close(fds[--nfds]);
+		reply(c->fd, status, 0, 0, 0, 0, err);
+		swift_conn_close(z, ci);
+		return;
+	}
+	c->deadline_us = 0;
+	if (c->req.flags & SWIFT_REQ_STATUS) {
+		char buf[32768];
+		size_t len = swift_format_status(z, buf, sizeof(buf));
+
+		reply(c->fd, 0, 0, 0, 0, swift_now_us() - c->t0, NULL);
+		send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		swift_conn_close(z, ci);
+		return;
+	}
+	if (free_slot(z) < 0) {
+		snprintf(err, sizeof(err), "too many functions running (%d)", SWIFT_MAX_CHILDREN);
+		refuse_conn(z, ci, EAGAIN, err);
+		return;
+	}
+	{
+		struct swift_view v;
+
+		view(z, &v);
+		swift_schedule(&c->req, &v, &c->plan);
+	}
+	if (c->plan.status) {
+		refuse_conn(z, ci, c->plan.status, c->plan.msg);
+		return;
+	}
+	if (c->plan.newdest > 0) {
+		/* new destination: connect on demand, then fork; the loop goes
+		 * on meanwhile */
+		int xc = swift_dial_peer(z, c->plan.peer, P_NEWDEST, c->plan.newdest, 0, NULL, NULL);
+
+		if (xc < 0) {
+			snprintf(err, sizeof(err), "no free QP to %s and connecting on demand failed: %s",
+				 z->cfg.peers[c->plan.peer].name, strerror(errno));
+			refuse_conn(z, ci, ECONNREFUSED, err);
+			return;
+		}
+		z->conns[xc].for_conn = ci;
+		z->conns[xc].for_gen = c->gen;
+		c->waiting = 1;
+		c->wait_conn = xc;
+		c->deadline_us = swift_now_us() + SWIFT_X_DEADLINE_US + 1000000;
+		return;
+	}
+	swift_ctl_fork(z, ci);
+}
+
+/* swift_ctl_fork forks the function of control connection ci: rows
+ * connected on demand for it (c->plan's newdest, already ASSIGNED to no
+ * one, recorded in the exchange) plus c->plan.take free rows. */
+void swift_ctl_fork(struct zygote *z, int ci)
+{
+	struct conn *c = &z->conns[ci];
+	struct swift_plan *p = &c->plan;
+	struct child *ch;
+	int slot = free_slot(z), i, sp[2] = {-1, -1}, nrows = 0, rows[SWIFT_MAX_QPS];
+	pid_t pid;
+
+	c->waiting = 0;
+	if (slot < 0) {
+		refuse_conn(z, ci, EAGAIN, "too many functions running");
+		return;
+	}
+	/* rows connected on demand for this request were marked ASSIGNED
+	 * with owner -2 - ci by the exchange glue */
+	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++)
+		if (z->dev.rows[i].state == ROW_ASSIGNED && z->dev.rows[i].owner == -2 - ci)
+			rows[nrows++] = i;
+	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS && nrows < p->newdest + p->take; i++)
+		if (z->dev.rows[i].state == ROW_FREE && z->dev.rows[i].peer == p->peer)
+			rows[nrows++] = i;
+	if (nrows < p->newdest + p->take) {
+		for (i = 0; i < nrows; i++)
+			if (z->dev.rows[rows[i]].owner == -2 - ci) {
+				z->dev.rows[rows[i]].state = ROW_FREE;
+				z->dev.rows[rows[i]].owner = -1;
+			}
+		refuse_conn(z, ci, EBUSY, "the pool's free QPs were taken while connecting; try again");
+		return;
+	}
+	if ((nrows > 0 && z->dev.share == SHARE_RELAY) || p->own > 0) {
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+			char err[128];
+
+			snprintf(err, sizeof(err), "socketpair: %s", strerror(errno));
+			refuse_conn(z, ci, errno, err);
+			return;
+		}
+	}
+	ch = &z->children[slot];
+	ch->gen++;
+	ch->nrows = nrows;
+	memcpy(ch->rows, rows, sizeof(int) * (size_t)nrows);
+	ch->own = p->own;
+	ch->own_peer = p->own ? p->peer : -1;
+	ch->own_asked = 0;
+	ch->own_conn = -1;
+	for (i = 0; i < nrows; i++) {
+		z->dev.rows[rows[i]].state = ROW_ASSIGNED;
+		z->dev.rows[rows[i]].owner = slot;
+		z->dev.rows[rows[i]].gen++;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		swift_run_child(z, slot, &c->req, sp[1]);
+	}
+	if (sp[1] >= 0)
+		close(sp[1]);
+	close_fds(&c->req);
+	explicit_bzero(c->req.args, sizeof(c->req.args));
+	if (pid < 0) {
+		char err[128];
+
+		if (sp[0] >= 0)
+			close(sp[0]);
+		for (i = 0; i < nrows; i++) {
+			z->dev.rows[rows[i]].state = ROW_FREE;
+			z->dev.rows[rows[i]].owner = -1;
+		}
+		snprintf(err, sizeof(err), "fork: %s", strerror(errno));
+		refuse_conn(z, ci, EAGAIN, err);
+		return;
+	}
+	ch->state = CH_RUNNING;
+	ch->pid = pid;
+	ch->relay_fd = sp[0];
+	if (sp[0] >= 0)
+		fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	ch->caller_gone_us = 0;
+	ch->kill_at_us = 0;
+	/* the connection is now the function's caller: the child slot owns it */
+	ch->client_fd = c->fd;
+	reply(c->fd, 0, pid, nrows + p->own, p->newdest + p->own, swift_now_us() - c->t0, NULL);
+	c->fd = -1;
+	swift_conn_close(z, ci);
+	if (p->newdest)
+		z->status_dirty = 1;
+}
+
+static void own_reply(int fd, uint32_t status, int n, const struct swift_qpinfo *q)
+{
+	uint8_t b[12 + QPINFO_WIRE * SWIFT_X_MAX];
+	uint32_t v[3] = {SWIFT_RELAY_OWN_REPLY, status, (uint32_t)n};
+	int i;
+
+	memset(b, 0, sizeof(b));
+	memcpy(b, v, sizeof(v));
+	for (i = 0; i < n; i++) {
+		uint8_t *p = b + 12 + QPINFO_WIRE * (size_t)i;
+
+		memcpy(p, &q[i].qpn, 4);
+		memcpy(p + 4, &q[i].psn, 4);
+		memcpy(p + 8, &q[i].lid, 2);
+		memcpy(p + 12, q[i].gid, 16);
+	}
+	send(fd, b, 12 + QPINFO_WIRE * (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* swift_relay_own_done answers a function's own-QP request (from the
+ * exchange: status 0 with the peer's QPs, or an errno). */
+void swift_relay_own_done(struct zygote *z, int slot, int status, int n, const struct swift_qpinfo *q)
+{
+	struct child *c = &z->children[slot];
+
+	if (c->relay_fd >= 0)
+		own_reply(c->relay_fd, (uint32_t)status, status ? 0 : n, q);
+}
+
+void swift_relay_readable(struct zygote *z, int slot)
+{
+	struct child *c = &z->children[slot];
+	union {
+		uint8_t b[8 + QPINFO_WIRE * SWIFT_X_MAX + 16 * SWIFT_RELAY_BATCH + 4];
+		uint32_t align;
+	} u;
+	struct swift_relay_msg m;
+	char err[256];
+	int budget = 64;
+	uint32_t i;
+
+	/* a burst of operations is served together; a flood waits its turn */
+	while (budget-- > 0 && c->relay_fd >= 0) {
+		ssize_t n = recv(c->relay_fd, u.b, sizeof(u.b), MSG_DONTWAIT | MSG_TRUNC);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			close(c->relay_fd);
+			c->relay_fd = -1;
+			return;
+		}
+		if ((size_t)n > sizeof(u.b) ||
+		    swift_relay_decode(u.b, (size_t)n, z->dev.msg_size, &m, err, sizeof(err))) {
+			if ((size_t)n > sizeof(u.b))
+				snprintf(err, sizeof(err), "relay message of %zd bytes", n);
+			zlog(z, "function pid %d: %s; ignored", (int)c->pid, err);
+			continue;
+		}
+		if (m.type == SWIFT_RELAY_OPS) {
+			uint32_t refused = 0, failed = 0, first = 0;
+			int rc = 0;
+
+			for (i = 0; i < m.n; i++) {
+				struct swift_relay_op *o = &m.ops[i];
+
+				if (!z->have_dev || z->dev.share != SHARE_RELAY || !swift_relay_may_post(&z->dev, slot, o->row)) {
+					if (!refused++)
+						first = o->row;
+					continue;
+				}
+				rc = o->op == SWIFT_OP_SEND ? swift_row_post_send(&z->dev, (int)o->row, o->slot, o->len)
+							    : swift_row_post_recv(&z->dev, (int)o->row, o->slot);
+				failed += rc != 0;
+			}
+			if (refused)
+				zlog(z, "function pid %d asked for %u operation(s) on QPs it does not hold (first: qp %u); refused",
+				     (int)c->pid, refused, first);
+			if (failed)
+				zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid, failed,
+				     strerror(rc));
+			continue;
+		}
+		/* SWIFT_RELAY_OWN: once, for the count the request asked */
+		if (!c->own || c->own_asked || (int)m.n != c->own) {
+			zlog(z, "function pid %d asked to connect %u QPs of its own (it may ask once, for %d)", (int)c->pid,
+			     m.n, c->own);
+			own_reply(c->relay_fd, EPERM, 0, NULL);
+			continue;
+		}
+		c->own_asked = 1;
+		c->own_conn = swift_dial_peer(z, c->own_peer, P_OWN, (int)m.n, SWIFT_X_HELD, m.qp, NULL);
+		if (c->own_conn < 0) {
+			own_reply(c->relay_fd, (uint32_t)errno, 0, NULL);
+			continue;
+		}
+		z->conns[c->own_conn].for_child = slot;
+		z->conns[c->own_conn].for_child_gen = c->gen;
+		c->own_conn_gen = z->conns[c->own_conn].gen;
+	}
+}
