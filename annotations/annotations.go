@@ -24,6 +24,8 @@ const (
 	Zygote  = Prefix + "zygote"
 	Name    = Prefix + "name"
 	Listen  = Prefix + "listen"
+	// RemoteAccess lets a zygote's peers RDMA READ and WRITE its QPs' slices.
+	RemoteAccess = Prefix + "remote-access"
 )
 
 // CRIContainerType is the CRI annotation that marks the sandbox (pause) container.
@@ -33,7 +35,7 @@ const CRIContainerType = "io.kubernetes.cri.container-type"
 const MaxPool = 1024
 
 // Known lists every key this version understands, in documentation order.
-var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, Name, Listen}
+var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, Name, Listen, RemoteAccess}
 
 // Peer is one entry of swift.io/peers.
 type Peer struct {
@@ -57,6 +59,9 @@ type Options struct {
 	// Listen is the zygote's QP exchange address (swift.io/listen).
 	ListenHost string
 	ListenPort uint16
+	// RemoteAccess is swift.io/remote-access: pool QPs and slices allow
+	// RDMA READ and WRITE from the connected peer (default: SEND and RECV only).
+	RemoteAccess bool
 	// Given lists the swift.io/ keys present, sorted.
 	Given []string
 }
@@ -114,6 +119,11 @@ func Parse(annotations map[string]string) (Options, error) {
 			o.Name = v
 		case Listen:
 			o.ListenHost, o.ListenPort, err = parseListen(k, v)
+		case RemoteAccess:
+			var b *bool
+			if b, err = parseBool(k, v); b != nil {
+				o.RemoteAccess = *b
+			}
 		case Verbs:
 			if v != "cached" && v != "stock" {
 				err = invalid(k, v, "want cached or stock")

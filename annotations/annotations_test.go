@@ -17,6 +17,7 @@ func TestKnown(t *testing.T) {
 	want := []string{
 		"swift.io/rdma", "swift.io/tenant", "swift.io/devices", "swift.io/pool",
 		"swift.io/peers", "swift.io/verbs", "swift.io/zygote", "swift.io/name", "swift.io/listen",
+		"swift.io/remote-access",
 	}
 	if !reflect.DeepEqual(Known, want) {
 		t.Fatalf("Known = %q, want %q", Known, want)
@@ -165,7 +166,7 @@ func TestParseReportsFirstKeyInOrder(t *testing.T) {
 func TestParseGivenWhileDisabled(t *testing.T) {
 	valid := map[string]string{
 		Tenant: "t", Devices: "rxe0", Pool: "4", Peers: "a=h:1", Verbs: "cached", Zygote: "false",
-		Name: "z", Listen: "10.0.0.1:7000",
+		Name: "z", Listen: "10.0.0.1:7000", RemoteAccess: "true",
 	}
 	for _, k := range Known {
 		if k == RDMA {

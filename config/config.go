@@ -32,6 +32,13 @@ const EnvPolicy = "SWIFT_POLICY"
 // DefaultZygoteBinDir is where `make install` puts swift-init and swift-run.
 const DefaultZygoteBinDir = "/usr/local/lib/swift"
 
+// DefaultFunctionUIDBase is the first of the uids functions run under: the
+// function in the zygote's slot N runs as uid and gid base+N.
+const DefaultFunctionUIDBase = 2000000000
+
+// FunctionUIDs is how many uids from the base the zygote uses (its slots).
+const FunctionUIDs = 128
+
 // MemlockUnlimited is the RLIMIT_MEMLOCK value meaning "no limit".
 const MemlockUnlimited = math.MaxUint64
 
@@ -54,6 +61,11 @@ type Zygote struct {
 	// BinDir holds swift-init and swift-run (and nothing else a container
 	// should see): it is mounted read-only into containers at /.swift/bin.
 	BinDir string `toml:"bin_dir"`
+	// FunctionUIDBase: each forked function runs as uid and gid
+	// FunctionUIDBase+slot (FunctionUIDs of them), with no capabilities,
+	// so that functions cannot signal, trace or list one another; 0 runs
+	// them as the container's user.
+	FunctionUIDBase uint32 `toml:"function_uid_base"`
 }
 
 // RDMA is the [rdma] table.
@@ -84,7 +96,7 @@ func Default() Config {
 			SysRoot: "/",
 			DevRoot: "/dev",
 		},
-		Zygote: Zygote{BinDir: DefaultZygoteBinDir},
+		Zygote: Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: DefaultFunctionUIDBase},
 	}
 }
 
@@ -249,6 +261,10 @@ func (c Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.Zygote.BinDir) {
 		return fmt.Errorf("zygote.bin_dir %q: must be an absolute path: %w", c.Zygote.BinDir, errdefs.ErrInvalidArgument)
+	}
+	if b := c.Zygote.FunctionUIDBase; b != 0 && (b < 1000 || b > math.MaxUint32-1-FunctionUIDs) {
+		return fmt.Errorf("zygote.function_uid_base %d: want 0 (functions run as the container's user) or a uid from 1000 to %d: %w",
+			b, uint32(math.MaxUint32-1-FunctionUIDs), errdefs.ErrInvalidArgument)
 	}
 	for k := range c.RDMA.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

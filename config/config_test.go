@@ -18,7 +18,7 @@ func TestDefault(t *testing.T) {
 		StateDir:   "/var/lib/swift",
 		PolicyPath: "/etc/swift/policy.toml",
 		RDMA:       RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
-		Zygote:     Zygote{BinDir: DefaultZygoteBinDir},
+		Zygote:     Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: 2000000000},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -98,6 +98,7 @@ NCCL_IB_HCA = "mlx5"
 
 [zygote]
 bin_dir = "/opt/swift/bin"
+function_uid_base = 3000000
 `
 
 func TestLoadFile(t *testing.T) {
@@ -118,7 +119,7 @@ func TestLoadFile(t *testing.T) {
 			SysRoot: "/host", DevRoot: "/host/dev",
 			Env: map[string]string{"UCX_NET_DEVICES": "mlx5_0:1", "NCCL_IB_HCA": "mlx5"},
 		},
-		Zygote: Zygote{BinDir: "/opt/swift/bin"},
+		Zygote: Zygote{BinDir: "/opt/swift/bin", FunctionUIDBase: 3000000},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load = %+v\nwant %+v", got, want)
@@ -156,6 +157,7 @@ func TestParseFields(t *testing.T) {
 			c.RDMA.Env = map[string]string{"X": ""}
 		})},
 		{"zygote.bin_dir", "[zygote]\nbin_dir = \"/opt/swift\"", with(func(c *Config) { c.Zygote.BinDir = "/opt/swift" })},
+		{"zygote.function_uid_base off", "[zygote]\nfunction_uid_base = 0", with(func(c *Config) { c.Zygote.FunctionUIDBase = 0 })},
 		{"inline table", "rdma = { memlock = \"-1\", default = false }", with(func(c *Config) { c.RDMA.Memlock = "-1" })},
 	}
 	for _, tc := range tests {
@@ -266,6 +268,9 @@ func TestParseInvalidValues(t *testing.T) {
 		{"sys_root empty", "[rdma]\nsys_root = \"\"", []string{"rdma.sys_root"}},
 		{"dev_root relative", "[rdma]\ndev_root = \"./dev\"", []string{"rdma.dev_root", `"./dev"`}},
 		{"zygote.bin_dir relative", "[zygote]\nbin_dir = \"lib/swift\"", []string{"zygote.bin_dir", `"lib/swift"`, "absolute"}},
+		{"zygote.function_uid_base root's range", "[zygote]\nfunction_uid_base = 5", []string{"zygote.function_uid_base 5", "from 1000 to 4294967166"}},
+		{"zygote.function_uid_base past uid_t", "[zygote]\nfunction_uid_base = 4294967200", []string{"zygote.function_uid_base 4294967200", "from 1000"}},
+		{"zygote.function_uid_base negative", "[zygote]\nfunction_uid_base = -1", []string{"line 2, column 21", "cannot be stored in uint32"}},
 		{"env key with =", "[rdma.env]\n\"A=B\" = \"x\"", []string{"rdma.env", `"A=B"`}},
 		{"env key empty", "[rdma.env]\n\"\" = \"x\"", []string{"rdma.env", `""`}},
 		{"env key with NUL", "[rdma.env]\n\"A\\u0000B\" = \"x\"", []string{"rdma.env", `"A\x00B"`}},

@@ -77,13 +77,18 @@ type PoolConfig struct {
 	// tenant's peer networks, when its policy restricts peers.
 	AcceptOnly bool
 	Accept     []netip.Prefix
+	// RemoteAccess lets the peers RDMA READ and WRITE the rows' slices.
+	RemoteAccess bool
+	// FunctionUIDBase: functions run as uid and gid base+slot (0: as the
+	// container's user).
+	FunctionUIDBase uint32
 }
 
 // NewPoolConfig derives the pool description from a container's options;
 // id names the zygote when swift.io/name is absent.
 func NewPoolConfig(id string, o annotations.Options) PoolConfig {
 	pc := PoolConfig{Name: o.Name, Tenant: o.Tenant, Pool: o.Pool, ListenHost: o.ListenHost,
-		ListenPort: o.ListenPort, Peers: o.Peers}
+		ListenPort: o.ListenPort, Peers: o.Peers, RemoteAccess: o.RemoteAccess}
 	if pc.Name == "" {
 		pc.Name = id
 	}
@@ -113,6 +118,12 @@ func (pc PoolConfig) Render() []byte {
 	fmt.Fprintf(&b, "pool %d\nlisten %s:%d\nsocket %s\nkey_file %s\n", pc.Pool, pc.ListenHost, pc.ListenPort, ZygoteSocket, ZygoteKey)
 	for _, p := range pc.Peers {
 		fmt.Fprintf(&b, "peer %s %s:%d\n", p.Name, p.Host, p.Port)
+	}
+	if pc.RemoteAccess {
+		b.WriteString("remote_access 1\n")
+	}
+	if pc.FunctionUIDBase != 0 {
+		fmt.Fprintf(&b, "function_uids %d\n", pc.FunctionUIDBase)
 	}
 	if pc.AcceptOnly {
 		if len(pc.Accept) == 0 {

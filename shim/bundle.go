@@ -87,7 +87,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	}
 	var poolConf []byte
 	if opts.Zygote != nil && *opts.Zygote {
-		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant); err != nil {
+		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, spec); err != nil {
 			return nil, err
 		}
 	}

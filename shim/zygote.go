@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
@@ -69,16 +70,39 @@ func TenantKey(stateDir, tenant string) (string, error) {
 	return path, nil
 }
 
+// functionUIDs is the uid base functions run under: the node's, unless the
+// container has a user namespace that does not map all of its uids (then
+// functions run as the container's user: swift-init could not switch).
+func functionUIDs(s *specs.Spec, base uint32) uint32 {
+	if base == 0 || s.Linux == nil || len(s.Linux.UIDMappings) == 0 {
+		return base
+	}
+	mapped := func(ms []specs.LinuxIDMapping) bool {
+		for _, m := range ms {
+			if uint64(base) >= uint64(m.ContainerID) &&
+				uint64(base)+config.FunctionUIDs <= uint64(m.ContainerID)+uint64(m.Size) {
+				return true
+			}
+		}
+		return false
+	}
+	if mapped(s.Linux.UIDMappings) && mapped(s.Linux.GIDMappings) {
+		return base
+	}
+	return 0
+}
+
 // prepareZygote returns the zygote modifier and the pool description to
 // write at its ConfPath (in the bundle) once the spec edit has succeeded.
 // The zygote takes exchange connections only from the tenant's peer
 // networks when t restricts peers.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant) (*inject.Zygote, []byte, error) {
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, s *specs.Spec) (*inject.Zygote, []byte, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	pc := inject.NewPoolConfig(id, opts)
+	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
 	key, err := TenantKey(cfg.StateDir, pc.Tenant)
 	if err != nil {

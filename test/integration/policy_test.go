@@ -32,6 +32,12 @@ type policyNode struct {
 
 func newPolicyNode(t *testing.T, policyBody string, zygote bool) policyNode {
 	t.Helper()
+	return newPolicyNodeWith(t, policyBody, zygote, "")
+}
+
+// newPolicyNodeWith adds zygoteKeys to the node config's [zygote] table.
+func newPolicyNodeWith(t *testing.T, policyBody string, zygote bool, zygoteKeys string) policyNode {
+	t.Helper()
 	_, nodeCfg := fakeNode(t, "memlock = \"4MiB\"\n")
 	state := t.TempDir()
 	pol := filepath.Join(t.TempDir(), "policy.toml")
@@ -44,7 +50,7 @@ func newPolicyNode(t *testing.T, policyBody string, zygote bool) policyNode {
 		if _, err := os.Stat(filepath.Join(bin, "swift-init")); err != nil {
 			t.Fatalf("swift-init not built in %s (run `make build`)", bin)
 		}
-		body += fmt.Sprintf("\n[zygote]\nbin_dir = %q\n", bin)
+		body += fmt.Sprintf("\n[zygote]\nbin_dir = %q\n%s", bin, zygoteKeys)
 	}
 	opts := runtimeConfig(t, body)
 	return policyNode{cfg: filepath.Join(filepath.Dir(opts), "config.toml"), opts: opts, state: state, policy: pol}
@@ -483,26 +489,34 @@ grep '^Seccomp:' /proc/self/status`
 // TestPolicyZygoteSeccomp: the zygote's pool description names the tenant
 // resolved from the pod namespace; under seccomp baseline a forked
 // function can neither ptrace nor process_vm_readv the zygote or another
-// process of the container (EPERM); under "none" it can. (Under "none"
-// only a sleeping bystander is peeked: a successful PTRACE_ATTACH may
-// leave its target stopped.)
+// process of the container (EPERM). Under "none", a function under its
+// own uid (zygote.function_uid_base, the default) still cannot; one under
+// the container's uid (function_uid_base = 0) can. (Under "none" only a
+// sleeping bystander is peeked: a successful PTRACE_ATTACH may leave its
+// target stopped.)
 func TestPolicyZygoteSeccomp(t *testing.T) {
 	n := newPolicyNode(t, enforcePolicy, true)
+	sameUID := newPolicyNodeWith(t, enforcePolicy, true, "function_uid_base = 0\n")
 	const pool = "sed -n 's/^tenant /tenant=/p' /.swift/pool.conf\nsleep 30 &\necho bystander=$!\n"
 	for _, tc := range []struct {
-		name   string
-		ann    map[string]string
-		script string
-		wants  []string
+		name    string
+		node    policyNode
+		ann     map[string]string
+		script  string
+		wants   []string
+		refused bool
 	}{
-		{"baseline", map[string]string{policy.CRISandboxNamespace: "team-a"},
+		{"baseline", n, map[string]string{policy.CRISandboxNamespace: "team-a"},
 			pool + "/.swift/bin/swift-run --no-qp -- peek 1\n/.swift/bin/swift-run --no-qp -- peek $!\nkill -9 $!",
 			[]string{"tenant=a\n", "process_vm_readv(1): Operation not permitted", "ptrace(1): Operation not permitted",
-				"process_vm_readv(%s): Operation not permitted", "ptrace(%s): Operation not permitted"}},
-		{"none", map[string]string{"swift.io/tenant": "open"},
+				"process_vm_readv(%s): Operation not permitted", "ptrace(%s): Operation not permitted"}, true},
+		{"none, function uids", n, map[string]string{"swift.io/tenant": "open"},
+			pool + "/.swift/bin/swift-run --no-qp -- peek $!\nkill -9 $!",
+			[]string{"tenant=open\n", "process_vm_readv(%s): Operation not permitted", "ptrace(%s): Operation not permitted"}, true},
+		{"none, the container's uid", sameUID, map[string]string{"swift.io/tenant": "open"},
 			pool + "/.swift/bin/swift-run --no-qp -- peek $!\nkill -9 $!",
 			// EFAULT ("Bad address") also means the access check passed.
-			[]string{"tenant=open\n", "process_vm_readv(%s): ", "ptrace(%s): ok"}},
+			[]string{"tenant=open\n", "process_vm_readv(%s): ", "ptrace(%s): ok"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ann := map[string]string{"swift.io/rdma": "true", "swift.io/zygote": "true", "swift.io/name": "z",
@@ -510,8 +524,8 @@ func TestPolicyZygoteSeccomp(t *testing.T) {
 			for k, v := range tc.ann {
 				ann[k] = v
 			}
-			so, se, code := ctrRun(t, runSpec{id: "zygote-seccomp-" + tc.name, runtime: swiftRuntime, optsFile: n.opts,
-				annotations: ann, args: []string{"sh", "-c", tc.script}})
+			so, se, code := ctrRun(t, runSpec{id: "zygote-seccomp-" + strings.NewReplacer(" ", "", ",", "-", "'", "").Replace(tc.name),
+				runtime: swiftRuntime, optsFile: tc.node.opts, annotations: ann, args: []string{"sh", "-c", tc.script}})
 			if code != 0 {
 				t.Fatalf("exit %d: %s\n%s", code, se, so)
 			}
@@ -529,8 +543,8 @@ func TestPolicyZygoteSeccomp(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", want, so)
 				}
 			}
-			if tc.name == "none" && strings.Contains(so, "Operation not permitted") {
-				t.Errorf("seccomp none, yet a function was refused:\n%s", so)
+			if !tc.refused && strings.Contains(so, "Operation not permitted") {
+				t.Errorf("seccomp none and the container's uid, yet a function was refused:\n%s", so)
 			}
 		})
 	}
