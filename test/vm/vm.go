@@ -31,14 +31,19 @@ const (
 	ScenarioDemo            = "demo"
 	ScenarioDoctor          = "doctor"
 	ScenarioPolicy          = "policy"
+	ScenarioHostile         = "hostile"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
+	// ScenarioProbe runs the shell script SWIFT_VM_PROBE names (a host
+	// path, read over the 9p root) in the guest: a developer's experiment
+	// on real rxe, with containerd running. Selected only by name.
+	ScenarioProbe = "probe"
 )
 
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.
@@ -74,6 +79,7 @@ type Config struct {
 	Accel           string // auto, tcg or kvm
 	RDMALimit       int    // hca_object limit for the rdma-limit scenario
 	Keep            bool   // keep the run directory
+	Probe           string // script the probe scenario runs
 }
 
 // ConfigFromEnv returns the configuration for the repository at repo,
@@ -92,6 +98,7 @@ type Config struct {
 //	SWIFT_VM_CPUS              guest CPUs (default 2)
 //	SWIFT_VM_RDMA_LIMIT        hca_object limit tested by rdma-limit (default 5)
 //	SWIFT_VM_KEEP              1 keeps the run directory (console log, results)
+//	SWIFT_VM_PROBE             script the probe scenario runs in the guest
 func ConfigFromEnv(repo string) (Config, error) {
 	c := Config{
 		Repo:            repo,
@@ -107,6 +114,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		Accel:           envOr("SWIFT_VM_ACCEL", "auto"),
 		RDMALimit:       5,
 		Keep:            os.Getenv("SWIFT_VM_KEEP") == "1",
+		Probe:           os.Getenv("SWIFT_VM_PROBE"),
 	}
 	if s := os.Getenv("SWIFT_VM_SCENARIOS"); s != "" {
 		c.Scenarios = nil
@@ -116,6 +124,14 @@ func ConfigFromEnv(repo string) (Config, error) {
 					f, strings.Join(AllScenarios, ", "), ScenarioBroken)
 			}
 			c.Scenarios = append(c.Scenarios, f)
+		}
+	}
+	if contains(c.Scenarios, ScenarioProbe) {
+		if c.Probe == "" || !filepath.IsAbs(c.Probe) {
+			return c, fmt.Errorf("scenario probe needs SWIFT_VM_PROBE, an absolute path to a script (got %q)", c.Probe)
+		}
+		if _, err := os.Stat(c.Probe); err != nil {
+			return c, fmt.Errorf("SWIFT_VM_PROBE: %w", err)
 		}
 	}
 	switch c.Broken {
@@ -153,7 +169,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 }
 
 func knownScenario(s string) bool {
-	return s == ScenarioBroken || contains(AllScenarios, s) || contains(BenchScenarios, s)
+	return s == ScenarioBroken || s == ScenarioProbe || contains(AllScenarios, s) || contains(BenchScenarios, s)
 }
 
 func contains(list []string, s string) bool {
@@ -399,14 +415,30 @@ func Prepare(ctx context.Context, c Config, runDir string, logw io.Writer) error
 	if err := copyTree(filepath.Join(c.Repo, "test/vm/guest"), filepath.Join(runDir, "guest")); err != nil {
 		return fmt.Errorf("copy guest scripts: %w", err)
 	}
-	quota := filepath.Join(runDir, "rdmaquota")
-	cc := exec.CommandContext(ctx, "gcc", "-Wall", "-Wextra", "-O2", "-o", quota,
-		filepath.Join(c.Repo, "test/vm/csrc/rdmaquota.c"), "-libverbs")
-	if out, err := cc.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
-		return fmt.Errorf("gcc rdmaquota.c (must build warning-free; libibverbs-dev installed?): %v\n%s", err, out)
+	// Test programs for the container rootfs, each built warning-free:
+	// rdmaquota, and the hostile scenario's attackers (a function handler
+	// and clients that try to hold the zygote's loop).
+	csrc := filepath.Join(c.Repo, "test/vm/csrc")
+	progs := []struct {
+		out, src string
+		args     []string
+	}{
+		{"rdmaquota", "rdmaquota.c", []string{"-libverbs"}},
+		{"hostile.so", "hostile.c", []string{"-shared", "-fPIC", "-DSWIFT_SHARED_HANDLER",
+			"-I", filepath.Join(c.Repo, "zygote"), "-Wl,--disable-new-dtags,-rpath,/.swift/bin/lib"}},
+		{"hostile-client", "hostile-client.c", []string{"-static"}},
+	}
+	var built []string
+	for _, p := range progs {
+		out := filepath.Join(runDir, p.out)
+		args := append([]string{"-Wall", "-Wextra", "-O2", "-o", out, filepath.Join(csrc, p.src)}, p.args...)
+		if msg, err := exec.CommandContext(ctx, "gcc", args...).CombinedOutput(); err != nil || len(bytes.TrimSpace(msg)) > 0 {
+			return fmt.Errorf("gcc %s (must build warning-free; libibverbs-dev installed?): %v\n%s", p.src, err, msg)
+		}
+		built = append(built, out)
 	}
 	mk := exec.CommandContext(ctx, filepath.Join(c.Repo, "test/vm/guest/mkrootfs.sh"),
-		filepath.Join(runDir, "rootfs"), quota)
+		append([]string{filepath.Join(runDir, "rootfs")}, built...)...)
 	mk.Stdout, mk.Stderr = logw, logw
 	if err := mk.Run(); err != nil {
 		return fmt.Errorf("guest/mkrootfs.sh: %w", err)
@@ -433,11 +465,12 @@ func Prepare(ctx context.Context, c Config, runDir string, logw io.Writer) error
 		"SWIFTVM_SCENARIO_TIMEOUT": strconv.Itoa(int(c.ScenarioTimeout / time.Second)),
 		"SWIFTVM_BROKEN":           c.Broken,
 		"SWIFTVM_RDMA_LIMIT":       strconv.Itoa(c.RDMALimit),
+		"SWIFTVM_PROBE":            c.Probe,
 	}
 	var b strings.Builder
 	b.WriteString("# written by the host harness (test/vm); sourced by the guest\n")
 	for _, k := range []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
-		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT"} {
+		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE"} {
 		fmt.Fprintf(&b, "%s='%s'\n", k, strings.ReplaceAll(env[k], "'", `'\''`))
 	}
 	return os.WriteFile(filepath.Join(runDir, "env"), []byte(b.String()), 0o644)

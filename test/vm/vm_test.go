@@ -172,7 +172,6 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 	case ScenarioZygote:
 		want("pool_b_free", "4")
 		want("share", "doorbell-relay")
-		want("ownqp", "reg_mr=ok create_cq=ok create_qp=ok modify_init=ok destroy_qp=ok destroy_cq=ok dereg_mr=ok")
 		want("own_send", "1")
 		want("own_qps", "2")
 		want("own_crash_exit", "139")   // 128 + SIGSEGV, as swift-run reports it
@@ -202,6 +201,8 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		if !regexp.MustCompile(`^echo: \d+ messages, \d+ intact, 0 bad$`).MatchString(f["echo"]) {
 			t.Errorf("%s: echo side reports %q, want every message intact", name, f["echo"])
 		}
+	case ScenarioHostile:
+		checkHostile(t, f)
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
 		if runs < 30 {
@@ -252,6 +253,11 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		}
 		want("vm_readv", "Operation not permitted")
 		want("ptrace", "Operation not permitted")
+		// functions under the container's uid: a signal to PID 1 is sent,
+		// and the zygote ignores it as a function's
+		want("kill1_sent", "ok")
+		want("kill1_ignored", "1")
+		want("kill1_zygote", "RUNNING")
 		want("p1_accept", "1")
 		want("refused_network", "1")
 		want("refused_auth_from_allowed", "1")
@@ -285,3 +291,78 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 
 // mergeJSON merges bench figures into the JSON file named by SWIFT_BENCH_OUT.
 var mergeJSON = harness.MergeJSON
+
+// checkHostile asserts what hostile functions and clients got: every
+// attempt refused, the zygote serving throughout, nothing leaked.
+func checkHostile(t *testing.T, f map[string]string) {
+	t.Helper()
+	want := func(key, val string) {
+		t.Helper()
+		if f[key] != val {
+			t.Errorf("hostile: %s = %q, want %q", key, f[key], val)
+		}
+	}
+	atMost := func(key string, max int) {
+		t.Helper()
+		n, err := strconv.Atoi(f[key])
+		if err != nil || n > max {
+			t.Errorf("hostile: %s = %q, want a number at most %d", key, f[key], max)
+		}
+	}
+	// a sibling's /proc, memory and slice, and the zygote's (errno prefixes)
+	for _, k := range []string{"mem", "fd_dir", "fd0", "maps", "environ", "zygote_mem", "zygote_fd"} {
+		want("snoop_"+k, "Permission")
+	}
+	want("snoop_vm_readv", "Operation")
+	want("snoop_ptrace", "Operation")
+	want("snoop_marker_copies", "0")      // the sibling's secret is nowhere in its memory
+	want("snoop_noqp_marker_copies", "0") // nor in a function holding no QP
+	want("key_bytes", "32")
+	want("key_copies", "0") // nor is the tenant key
+	// its fds: stdio, its relay socket, and the dead fds where the device file was
+	want("fds_device", "0")
+	atMost("fds_total", 6)
+	want("fds_sibling_verified", "300")
+	want("uverbs_inherited", "0")
+	want("uverbs_own_open", "ok") // it may open the device itself: a context of its own
+	want("uverbs_destroyed", "0") // whose handles reach none of the zygote's objects
+	want("rdma_ok", "0")          // pool QPs grant no remote access, whatever the key:
+	if st := f["rdma_first_status"]; st != "9" && st != "10" {
+		t.Errorf("hostile: the first RDMA WRITE completed with status %q, want 9 or 10 "+
+			"(IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_ACCESS_ERR)", st)
+	}
+	want("signals_may", "0")        // its own uid: no sibling, entrypoint or zygote to signal
+	want("kill1_term", "Operation") // signals to PID 1 from another uid: refused by the kernel
+	want("kill1_zygote", "RUNNING")
+	// overwriting all the shared memory it has (its CQ and its slice), and
+	// asking for sends on rows not its own
+	want("scribble_exit", "0")
+	want("scribble_maps", "2")
+	want("scribble_refused", "4")
+	want("after_scribble_intact", "100")
+	want("after_scribble_pool", "free 4 assigned 0")
+	// 16 slow-hello and 16 silent clients: answers within 200 ms, all closed, nothing kept
+	want("attack_forks", "5")
+	atMost("attack_status_max_us", 200000)
+	atMost("attack_fork_max_us", 200000)
+	want("silent_closed", "16")
+	want("slow_closed", "16")
+	want("attack_fds", "0")
+	want("attack_objects", "0")
+	want("caller_gone_pool", "free 4 assigned 0")
+	if f["caller_gone_logged"] == "" || f["caller_gone_logged"] == "0" {
+		t.Errorf("hostile: no log of a function whose caller went away")
+	}
+	want("forwarded_exit", "143") // SIGTERM to swift-run reached the function
+	want("steady_forks", "1000")
+	want("steady_newdest", "0")
+	want("steady_fds", "0")
+	want("steady_objects", "0")
+	atMost("steady_rss_kib", 256)
+	if !regexp.MustCompile(`^echo: \d+ messages, \d+ intact, 0 bad$`).MatchString(f["echo"]) {
+		t.Errorf("hostile: echo side reports %q, want every message intact", f["echo"])
+	}
+	t.Logf("hostile: under 16 slow and 16 silent clients, status answered in at most %s us, a fork in %s us; "+
+		"1,000 forks: fds/objects/rss (KiB) %s -> %s", f["attack_status_max_us"], f["attack_fork_max_us"],
+		f["steady_before"], f["steady_after"])
+}

@@ -26,7 +26,15 @@
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
 #                      and fork-start timings, as lines starting "DEMO "
+#   hostile            functions and clients that attack the zygote: a sibling's
+#                      /proc, memory, slice and the tenant key refused to a
+#                      function; fds closed, uverbs, signals to PID 1, shared
+#                      memory overwritten, then 100 functions pass data; slow
+#                      and silent clients cost the loop nothing; a caller that
+#                      goes away ends its function; 1,000 forks leak nothing
 #   broken             fails on purpose (SWIFT_VM_BROKEN=1; "hang" sleeps)
+#   probe              runs the script SWIFT_VM_PROBE names (a developer's
+#                      experiment; the helpers above are defined for it)
 set -u
 R=/run/swiftvm-results
 . "$R/env"
@@ -406,11 +414,6 @@ scenario_zygote() {
 	fact pool_b_free "$(echo "$st" | sed -n 's/^peer b .* free \([0-9]*\) .*/\1/p')"
 	fact share "$(echo "$st" | sed -n 's/^zygote .* share \([a-z-]*\)$/\1/p')"
 
-	log "what a forked child can do itself on the inherited context (ownqp)"
-	out=$(zexec a /.swift/bin/swift-run --no-qp -- ownqp 2>&1)
-	echo "$out"
-	fact ownqp "$(echo "$out" | sed -n 's/^ownqp //p')"
-
 	log "functions with QPs of their own (--own: the path for providers without fork sharing)"
 	objs() { rdma resource show qp; rdma resource show cq; rdma resource show mr; }
 	before=$(objs | wc -l)
@@ -640,9 +643,11 @@ peers = ["10.0.2.0/24"]
 hca_handle = 3
 hca_object = 40
 EOF
+	# functions under the container's uid here (function_uid_base = 0):
+	# the seccomp baseline, undumpable and PID 1's signal check hold alone
 	{
 		echo "policy_path = \"$W/policy.toml\""
-		cat "$W/swift.default.toml"
+		sed 's|^\[zygote\]$|[zygote]\nfunction_uid_base = 0|' "$W/swift.default.toml"
 	} >"$W/swift.toml"
 	zrun p1 p1 18545 t1 "p2=10.0.2.15:18546" 1
 	pid=""
@@ -669,6 +674,14 @@ EOF
 	fact ptrace "$(echo "$out" | sed -n 's/^ptrace([0-9]*): //p')"
 	wait $spid
 
+	log "a function under the container's uid signals PID 1; the zygote ignores it"
+	out=$(zexec p1 /.swift/bin/swift-run --no-qp -- /usr/bin/hostile.so kill1 2>&1)
+	echo "$out"
+	fact kill1_sent "$(echo "$out" | sed -n 's/^kill1 term=\([a-z]*\).*/\1/p')"
+	sleep 0.5
+	fact kill1_ignored "$(grep -c 'ignored signal 15 from pid' "$W/p1.out")"
+	fact kill1_zygote "$(ctr_ task ls | awk '$1 == "p1" {print $3}')"
+
 	log "the exchange takes connections only from the tenant's peer networks (10.0.2.0/24)"
 	fact p1_accept "$(grep -c '^accept 10.0.2.0/24$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p1/swift-pool.conf 2>/dev/null)"
 	for from in 127.0.0.1 10.0.2.15; do
@@ -685,6 +698,163 @@ EOF
 	cp "$W/swift.default.toml" "$W/swift.toml"
 }
 
+# zpid ID: the host pid of container ID's init (its zygote).
+zpid() { ctr_ task ls 2>/dev/null | awk -v id="$1" '$1 == id && $3 == "RUNNING" {print $2}'; }
+
+# zcounts PID: the zygote's open fds, its verbs objects, its RSS (KiB).
+zcounts() {
+	fds=$(ls "/proc/$1/fd" | wc -l)
+	objs=0
+	for k in qp cq mr pd; do
+		objs=$((objs + $(rdma resource show "$k" 2>/dev/null | grep -c " pid $1 ")))
+	done
+	rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status")
+	echo "$fds $objs $rss"
+}
+
+scenario_hostile() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	H=/usr/bin/hostile.so
+	zrun ha ha 18555 t1 "hb=$P:18556" 4
+	zrun hb hb 18556 t1 "ha=$P:18555" 4
+	zwait ha hb connected || fail "ha never connected to hb"
+	zwait hb ha connected || fail "hb never reported ha connected"
+	log "hb echoes on every QP it holds to ha"
+	zexec hb /.swift/bin/swift-run --peer ha --all -- echo 60000 >"$W/hecho.log" 2>&1 &
+	epid=$!
+	sleep 2
+
+	log "a sibling holds a secret in its slice; another function tries to reach it"
+	zexec ha /.swift/bin/swift-run --peer hb -- $H secret s3cr3t 15000 >"$W/secret.log" 2>&1 &
+	spid=$!
+	i=0
+	while ! grep -q '^secret pid=' "$W/secret.log" && [ $i -lt 80 ]; do sleep 0.25; i=$((i + 1)); done
+	sib=$(sed -n 's/^secret pid=\([0-9]*\).*/\1/p' "$W/secret.log")
+	[ -n "$sib" ] || fail "the secret-holding function never started: $(cat "$W/secret.log")"
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H snoop "$sib" s3cr3t 2>&1)
+	echo "$out"
+	for k in mem fd_dir fd0 maps environ vm_readv ptrace zygote_mem zygote_fd marker_copies; do
+		fact "snoop_$k" "$(echo "$out" | sed -n "s/.* $k=\([^ ]*\).*/\1/p" | sed 's/^\(Permission\|Operation\).*/\1/')"
+	done
+	# the same from a function with no QP (no slice at all of its own)
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H snoop "$sib" s3cr3t 2>&1)
+	echo "$out"
+	fact snoop_noqp_marker_copies "$(echo "$out" | sed -n 's/.* marker_copies=\([0-9]*\).*/\1/p')"
+	key=$(od -An -tx1 -v /var/lib/swift/keys/t1.key | tr -d ' \n')
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H findhex "$key" 2>&1)
+	echo "$out"
+	fact key_bytes "$(echo "$out" | sed -n 's/^findhex bytes=\([0-9]*\).*/\1/p')"
+	fact key_copies "$(echo "$out" | sed -n 's/.* copies=\([0-9-]*\).*/\1/p')"
+
+	log "a function closes and shuts down every fd it holds while a sibling exchanges data"
+	zexec ha /.swift/bin/swift-run --peer hb -- pingpong 300 256 >"$W/hpp.log" 2>&1 &
+	ppid=$!
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H fds 2>&1)
+	echo "$out"
+	fact fds_device "$(echo "$out" | sed -n 's/^fds total=[0-9]* device=\([0-9]*\)/\1/p')"
+	fact fds_total "$(echo "$out" | sed -n 's/^fds total=\([0-9]*\) .*/\1/p')"
+	wait $ppid
+	cat "$W/hpp.log"
+	fact fds_sibling_verified "$(sed -n 's/^pingpong: sent [0-9]*, verified \([0-9]*\),.*/\1/p' "$W/hpp.log")"
+
+	log "uverbs commands: on inherited fds, and on a context the function opens itself"
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H uverbs 2>&1)
+	echo "$out"
+	fact uverbs_own_open "$(echo "$out" | sed -n 's/^uverbs own_open=\([^ ]*\).*/\1/p')"
+	fact uverbs_inherited "$(echo "$out" | sed -n 's/.* inherited_commands=\([0-9]*\).*/\1/p')"
+	fact uverbs_destroyed "$(echo "$out" | sed -n 's/.* own_context_destroyed=\([0-9]*\).*/\1/p')"
+
+	log "RDMA WRITE and READ into the peer's side of a QP (no remote access asked)"
+	out=$(zexec ha /.swift/bin/swift-run --peer hb --own -- $H rdmawrite 2>&1)
+	echo "$out"
+	fact rdma_ok "$(echo "$out" | sed -n 's/^rdmawrite ok=\([0-9]*\).*/\1/p')"
+	fact rdma_first_status "$(echo "$out" | sed -n 's/^rdmawrite write rkey 0: status \([0-9]*\)/\1/p')"
+
+	log "a function tries to signal every process it can see"
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H signals 2>&1)
+	echo "$out"
+	fact signals_may "$(echo "$out" | sed -n 's/^signals may=\([0-9]*\) of.*/\1/p')"
+	fact signals_seen "$(echo "$out" | sed -n 's/^signals may=[0-9]* of \([0-9]*\)/\1/p')"
+
+	log "a function signals PID 1"
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H kill1 2>&1)
+	echo "$out"
+	sleep 0.5
+	fact kill1_term "$(echo "$out" | sed -n 's/^kill1 term=\([A-Za-z]*\).*/\1/p')"
+	fact kill1_zygote "$(ctr_ task ls | awk '$1 == "ha" {print $3}')"
+	wait $spid
+
+	log "a function overwrites every byte of shared memory it can reach and rings every doorbell"
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H scribble 2>&1)
+	echo "$out"
+	fact scribble_exit $?
+	fact scribble_maps "$(echo "$out" | sed -n 's/^scribble shared_maps=\([0-9]*\).*/\1/p')"
+	fact scribble_refused "$(grep -c 'operation(s) on QPs it does not hold' "$W/ha.out")"
+	log "the next 100 functions pass data intact"
+	out=$(zexec ha /bin/sh -c 'n=0; for i in $(seq 100); do /.swift/bin/swift-run --peer hb -- pingpong 10 256 2>&1 | grep -q "verified 10," && n=$((n+1)); done; echo intact=$n')
+	echo "$out"
+	fact after_scribble_intact "$(echo "$out" | sed -n 's/^intact=//p')"
+	st=$(zexec ha /.swift/bin/swift-run --status)
+	echo "$st"
+	fact after_scribble_pool "$(echo "$st" | sed -n 's/^peer hb .* \(free [0-9]* assigned [0-9]*\)/\1/p')"
+
+	log "16 slow-hello TCP clients and 16 silent control clients against ha"
+	zp=$(zpid ha)
+	before=$(zcounts "$zp")
+	zexec ha /usr/bin/hostile-client silent-ctl /run/swift/zygote.sock 16 4 >"$W/silent.log" 2>&1 &
+	c1=$!
+	zexec ha /usr/bin/hostile-client slow-tcp $P 18555 16 4 2900 >"$W/slow.log" 2>&1 &
+	c2=$!
+	sleep 1
+	out=$(zexec ha /bin/sh -c 'for i in 1 2 3 4 5; do /.swift/bin/swift-run --time --status >/dev/null; /.swift/bin/swift-run --time --peer hb -- noop; done' 2>&1)
+	echo "$out"
+	fact attack_status_max_us "$(echo "$out" | sed -n 's/.*status zygote_us [0-9]* total_us \([0-9]*\)/\1/p' | sort -n | tail -n1)"
+	fact attack_fork_max_us "$(echo "$out" | sed -n 's/.* qps 1 .* total_us \([0-9]*\)/\1/p' | sort -n | tail -n1)"
+	fact attack_forks "$(echo "$out" | grep -c ' qps 1 ')"
+	wait $c1 $c2
+	cat "$W/silent.log" "$W/slow.log"
+	fact silent_closed "$(sed -n 's/.*closed_by_zygote=\([0-9]*\) of.*/\1/p' "$W/silent.log")"
+	fact slow_closed "$(sed -n 's/.*closed_by_zygote=\([0-9]*\) of.*/\1/p' "$W/slow.log")"
+	sleep 1
+	after=$(zcounts "$zp")
+	log "zygote fds objects rss: before the clients $before, after $after"
+	fact attack_fds "$(echo "$before $after" | awk '{print $4 - $1}')"
+	fact attack_objects "$(echo "$before $after" | awk '{print $5 - $2}')"
+
+	log "a caller that goes away: its function ends; swift-run forwards signals"
+	out=$(zexec ha /bin/sh -c '/.swift/bin/swift-run --peer hb -- sleep 60000 & p=$!; sleep 1; kill -9 $p; sleep 2.5; /.swift/bin/swift-run --status | grep "^peer hb"')
+	echo "$out"
+	fact caller_gone_pool "$(echo "$out" | sed -n 's/^peer hb .* \(free [0-9]* assigned [0-9]*\)/\1/p')"
+	fact caller_gone_logged "$(grep -c 'its caller went away' "$W/ha.out")"
+	out=$(zexec ha /bin/sh -c '/.swift/bin/swift-run --no-qp -- sleep 60000 & p=$!; sleep 1; t0=$(date +%s); kill -TERM $p; wait $p; echo "forwarded_exit=$? seconds=$(( $(date +%s) - t0 ))"')
+	echo "$out"
+	fact forwarded_exit "$(echo "$out" | sed -n 's/^forwarded_exit=\([0-9]*\).*/\1/p')"
+
+	log "1,000 fork requests in a row, each with a QP"
+	before=$(zcounts "$zp")
+	out=$(zexec ha /bin/sh -c 'i=0; while [ $i -lt 1000 ]; do /.swift/bin/swift-run --time --peer hb -- noop 2>>/tmp/steady.txt || break; i=$((i+1)); done; echo forks=$i newdest=$(sed -n "s/.* newdest \([0-9]*\) .*/\1/p" /tmp/steady.txt | awk "{s+=\$1} END {print s+0}")')
+	echo "$out"
+	sleep 1
+	after=$(zcounts "$zp")
+	log "zygote fds objects rss: before $before, after $after"
+	fact steady_forks "$(echo "$out" | sed -n 's/^forks=\([0-9]*\).*/\1/p')"
+	fact steady_newdest "$(echo "$out" | sed -n 's/.* newdest=\([0-9]*\)/\1/p')"
+	fact steady_fds "$(echo "$before $after" | awk '{print $4 - $1}')"
+	fact steady_objects "$(echo "$before $after" | awk '{print $5 - $2}')"
+	fact steady_rss_kib "$(echo "$before $after" | awk '{print $6 - $3}')"
+	fact steady_before "$before"
+	fact steady_after "$after"
+
+	wait $epid
+	cat "$W/hecho.log"
+	fact echo "$(grep '^echo: [0-9]* messages' "$W/hecho.log")"
+	echo "--- ha.out"; cat "$W/ha.out"
+	echo "--- hb.out"; cat "$W/hb.out"
+	zstop ha hb
+}
+
 scenario_broken() {
 	echo "this scenario fails on purpose (SWIFT_VM_BROKEN=${SWIFTVM_BROKEN:-})"
 	if [ "${SWIFTVM_BROKEN:-}" = hang ]; then
@@ -694,10 +864,17 @@ scenario_broken() {
 	exit 3
 }
 
+scenario_probe() {
+	need_rxe
+	need_containerd
+	[ -f "${SWIFTVM_PROBE:-}" ] || fail "no probe script (SWIFT_VM_PROBE=${SWIFTVM_PROBE:-})"
+	. "$SWIFTVM_PROBE"
+}
+
 . "$(dirname "$0")/verbs.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | broken)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
