@@ -3,10 +3,11 @@
  *
  *  - undumpable, so a sibling cannot open its /proc/<pid>/mem or fd/, nor
  *    read it with process_vm_readv or ptrace (without CAP_SYS_PTRACE);
- *  - in a session of its own, which it and its descendants cannot leave
- *    (setsid is refused to them by a seccomp filter, with no_new_privs):
- *    the zygote ends whatever the function leaves behind by its session
- *    before it gives the function's rows to anyone else;
+ *  - with no_new_privs, in a session of its own, and either under a uid
+ *    of its own (function_uids) or, without one, with setsid refused by a
+ *    seccomp filter: either way it and its descendants cannot get away,
+ *    and the zygote ends whatever the function leaves behind before it
+ *    gives the function's rows to anyone else;
  *  - its stdio and its relay socket are its only fds: the zygote's sockets,
  *    other functions' callers, relays and held exchanges are closed, and
  *    the zygote's device file is replaced by a dead fd, so it can issue no
@@ -73,8 +74,6 @@ static int confine(void)
 	};
 	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 }
 
@@ -372,15 +371,20 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 		die(126, "setsid");
 	relay = only_fds(z, req.fds, relay);
 	scrub(z, slot);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		die(126, "no_new_privs");
 	if (z->cfg.function_uid_base && z->uids_ok) {
+		/* a uid it cannot leave: the zygote finds what is left of it
+		 * by uid, and no seccomp filter is needed (installing one costs
+		 * a BPF compile per fork) */
 		uid_t id = (uid_t)(z->cfg.function_uid_base + (uint32_t)slot);
 
 		if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id))
 			die(126, "function uid");
 		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	}
-	if (confine())
+	} else if (confine()) {
 		die(126, "seccomp (a function must not leave its session)");
+	}
 	qps = calloc(SWIFT_MAX_QPS, sizeof(*qps));
 	pool = calloc((size_t)(me->nrows > 0 ? me->nrows : 1), sizeof(*pool));
 	if (!qps || !pool)

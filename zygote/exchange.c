@@ -126,8 +126,16 @@ static void queue(struct xconn *x, const void *p, size_t n)
 
 static void expect(struct xconn *x, enum xstep step, size_t n)
 {
-	x->step = step;
 	x->inlen = 0;
+	if (n > sizeof(x->in)) {
+		/* cannot happen with count <= SWIFT_X_MAX; refuse, never overrun */
+		x->step = X_FLUSH;
+		x->after_flush = (enum xstep)0;
+		x->status = EPROTO;
+		x->want = 0;
+		return;
+	}
+	x->step = step;
 	x->want = n;
 }
 
@@ -160,6 +168,13 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 	memset(x, 0, sizeof(*x));
 	x->client = 1;
 	x->peer = peer;
+	if (count < 1 || count > SWIFT_X_MAX) {
+		/* the callers never ask for more: fail rather than overrun */
+		snprintf(x->err, sizeof(x->err), "%d QPs in one exchange (1 to %d)", count, SWIFT_X_MAX);
+		x->status = EINVAL;
+		x->step = X_FLUSH;
+		return;
+	}
 	x->count = count;
 	x->flags = flags;
 	x->foreign = foreign != NULL;

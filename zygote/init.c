@@ -5,10 +5,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -63,10 +67,37 @@ static pid_t session_of(pid_t pid, char *state)
 	return (pid_t)sid;
 }
 
-/* swift_session_alive counts the live (not zombie) processes of session
- * sid, killing them when asked. */
-int swift_session_alive(pid_t sid, int kill_them)
+/* has_uid tells whether any of process pid's uids (real, effective, saved,
+ * filesystem) is uid. */
+static int has_uid(pid_t pid, uid_t uid)
 {
+	char path[64], buf[2048], *p;
+	unsigned long u[4];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strstr(buf, "\nUid:");
+	if (!p || sscanf(p + 5, "%lu %lu %lu %lu", &u[0], &u[1], &u[2], &u[3]) != 4)
+		return 0;
+	return u[0] == uid || u[1] == uid || u[2] == uid || u[3] == uid;
+}
+
+/* swift_leftovers counts the live (not zombie) processes of the function
+ * in slot: those of its session, and, when it runs under a uid of its own
+ * (which it cannot change), those of its uid. It kills them when asked. */
+int swift_leftovers(struct zygote *z, int slot, int kill_them)
+{
+	struct child *c = &z->children[slot];
+	uid_t uid = (uid_t)(z->cfg.function_uid_base + (uint32_t)slot);
+	int by_uid = z->cfg.function_uid_base && z->uids_ok;
 	struct dirent *de;
 	DIR *d = opendir("/proc");
 	int n = 0;
@@ -77,7 +108,11 @@ int swift_session_alive(pid_t sid, int kill_them)
 		char st = 0;
 		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
 
-		if (pid <= 1 || session_of(pid, &st) != sid || st == 'Z' || st == 'X')
+		if (pid <= 1)
+			continue;
+		if (session_of(pid, &st) != c->pid && !(by_uid && has_uid(pid, uid)))
+			continue;
+		if (st == 'Z' || st == 'X')
 			continue;
 		n++;
 		if (kill_them)
@@ -112,9 +147,16 @@ void swift_signal_readable(struct zygote *z)
 			reap = 1;
 			continue;
 		}
-		/* A sender in our PID namespace has a pid; one outside it (the
-		 * runtime, containerd) shows as 0. A function may not stop the
-		 * container by signalling its init. */
+		/* kill() and its kin show who sent: a sender in our PID namespace
+		 * has a pid, one outside it (the runtime, containerd) shows as 0.
+		 * A function may not stop the container by signalling its init,
+		 * nor through the kernel on its behalf (F_SETSIG, timers, message
+		 * queues: codes a runtime never uses). */
+		if (si.ssi_code > 0 || si.ssi_code == SI_SIGIO || si.ssi_code == SI_TIMER || si.ssi_code == SI_MESGQ ||
+		    si.ssi_code == SI_ASYNCIO) {
+			zlog(z, "ignored signal %u (code %d): not a runtime's", si.ssi_signo, si.ssi_code);
+			continue;
+		}
 		if (si.ssi_pid != 0 && (si.ssi_code == SI_USER || si.ssi_code == SI_TKILL || si.ssi_code == SI_QUEUE) &&
 		    from_function(z, (pid_t)si.ssi_pid)) {
 			zlog(z, "ignored signal %u from pid %u: a function's", si.ssi_signo, si.ssi_pid);
@@ -167,6 +209,77 @@ void swift_reap(struct zygote *z)
 	}
 }
 
+/* ipc_of lists the System V IPC objects (kind 0 shared memory, 1 message
+ * queues, 2 semaphores) owned or created by uid, up to max. */
+static int ipc_of(uid_t uid, int *kind, int *id, int max)
+{
+	static const char *kinds[] = {"shm", "msg", "sem"};
+	int k, found = 0;
+
+	for (k = 0; k < 3; k++) {
+		char path[64], line[512];
+		int col_uid = -1, col_cuid = -1, i;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/sysvipc/%s", kinds[k]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f)) {
+			char *tok, *save = NULL;
+
+			for (i = 0, tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save), i++) {
+				if (!strcmp(tok, "uid"))
+					col_uid = i;
+				else if (!strcmp(tok, "cuid"))
+					col_cuid = i;
+			}
+		}
+		while (col_uid > 1 && col_cuid > 1 && found < max && fgets(line, sizeof(line), f)) {
+			unsigned long v[24] = {0};
+			char *tok, *save = NULL;
+			int n;
+
+			for (n = 0, tok = strtok_r(line, " \t\n", &save); tok && n < 24; tok = strtok_r(NULL, " \t\n", &save))
+				v[n++] = strtoul(tok, NULL, 10);
+			if (n <= col_uid || n <= col_cuid || (v[col_uid] != uid && v[col_cuid] != uid))
+				continue;
+			kind[found] = k;
+			id[found++] = (int)v[1];
+		}
+		fclose(f);
+	}
+	return found;
+}
+
+/* remove_ipc removes the System V IPC objects a function's uid owns or
+ * created: they outlive processes, and the next function under that uid
+ * must not find them. Only their owner (or CAP_SYS_ADMIN, which a
+ * container's root lacks) may remove them: a helper does it as that uid. */
+static int remove_ipc(uid_t uid)
+{
+	int kind[64], id[64], n = ipc_of(uid, kind, id, 64), status = 0;
+	pid_t pid;
+
+	if (n == 0)
+		return 0;
+	pid = fork();
+	if (pid == 0) {
+		int i, removed = 0;
+
+		if (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid))
+			_exit(0);
+		for (i = 0; i < n; i++)
+			removed += (kind[i] == 0   ? shmctl(id[i], IPC_RMID, NULL)
+				    : kind[i] == 1 ? msgctl(id[i], IPC_RMID, NULL)
+						   : semctl(id[i], 0, IPC_RMID)) == 0;
+		_exit(removed > 255 ? 255 : removed);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return 0;
+	return WEXITSTATUS(status);
+}
+
 /* release gives the rows back once nothing of the function is left. */
 static void release(struct zygote *z, int slot)
 {
@@ -181,6 +294,8 @@ static void release(struct zygote *z, int slot)
 		close(c->relay_fd);
 		c->relay_fd = -1;
 	}
+	if (c->refusals > 8)
+		zlog(z, "function pid %d: %d more relay messages refused", (int)c->pid, c->refusals - 8);
 	if (c->own_conn >= 0) {
 		/* the peer destroys its side of the function's own QPs */
 		if (z->conns[c->own_conn].kind == C_XCHG && z->conns[c->own_conn].gen == c->own_conn_gen)
@@ -202,6 +317,12 @@ static void release(struct zygote *z, int slot)
 			r->deadline_us = 0;
 		}
 	}
+	if (z->cfg.function_uid_base && z->uids_ok) {
+		int n = remove_ipc((uid_t)(z->cfg.function_uid_base + (uint32_t)slot));
+
+		if (n)
+			zlog(z, "function pid %d left %d System V IPC object(s); removed", (int)c->pid, n);
+	}
 	c->nrows = 0;
 	c->state = CH_FREE;
 	c->pid = 0;
@@ -217,7 +338,7 @@ void swift_child_tick(struct zygote *z, int slot, uint64_t now)
 		if (c->kill_at_us && now >= c->kill_at_us) {
 			zlog(z, "function pid %d: still running %llu ms after its caller went away; killed",
 			     (int)c->pid, (unsigned long long)((now - c->caller_gone_us) / 1000));
-			swift_session_alive(c->pid, 1);
+			swift_leftovers(z, slot, 1);
 			c->kill_at_us = 0;
 		}
 		return;
@@ -231,7 +352,7 @@ void swift_child_tick(struct zygote *z, int slot, uint64_t now)
 			release(z, slot);
 			return;
 		}
-	if (swift_session_alive(c->pid, 1) == 0)
+	if (swift_leftovers(z, slot, 1) == 0)
 		release(z, slot);
 }
 
@@ -260,5 +381,5 @@ void swift_kill_all(struct zygote *z)
 
 	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
 		if (z->children[i].state != CH_FREE)
-			swift_session_alive(z->children[i].pid, 1);
+			swift_leftovers(z, i, 1);
 }

@@ -20,11 +20,12 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000ULL + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Poll q's CQ once: sends complete, receives are queued in q->pending_wc. */
+/* Poll q's CQ once: sends complete, receives are queued in q->pending_wc.
+ * Every completion taken is accounted for; an error is reported after. */
 static int poll_once(struct swift_qp *q)
 {
 	struct ibv_wc wc[8];
-	int n = ibv_poll_cq(q->cq, 8, wc), i;
+	int n = ibv_poll_cq(q->cq, 8, wc), i, bad = 0;
 
 	if (n < 0)
 		return -EIO;
@@ -36,16 +37,15 @@ static int poll_once(struct swift_qp *q)
 		if (kind == WR_SEND && slot < SWIFT_SEND_SLOTS) {
 			if (q->sends_out > 0)
 				q->sends_out--;
-			if (wc[i].status != IBV_WC_SUCCESS)
-				return -EIO;
+			bad |= wc[i].status != IBV_WC_SUCCESS;
 		} else if (kind == WR_RECV && slot < SWIFT_RECV_SLOTS && q->pending < SWIFT_RECV_SLOTS) {
 			q->recv_posted &= ~(1u << slot);
 			q->pending_wc[q->pending++] = wc[i];
 		} else {
-			return -EIO;
+			bad = 1;
 		}
 	}
-	return n;
+	return bad ? -EIO : n;
 }
 
 uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q)
@@ -68,8 +68,10 @@ static int relay_flush(struct swift_fn *fn, const uint32_t *op)
 	memcpy(m + 2, fn->pend, 16 * (size_t)fn->npend);
 	if (op)
 		memcpy(m + 2 + 4 * fn->npend, op, 16);
-	if (send(fn->relay_fd, m, len, MSG_NOSIGNAL) != (ssize_t)len)
-		return errno ? errno : EIO;
+	ssize_t sent = send(fn->relay_fd, m, len, MSG_NOSIGNAL);
+
+	if (sent != (ssize_t)len)
+		return sent < 0 && errno ? errno : EIO;
 	fn->npend = 0;
 	return 0;
 }
@@ -83,7 +85,11 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
 
 	if (len > fn->msg_size)
 		return EMSGSIZE;
-	/* a slot is free again once its earlier send completed */
+	/* a slot is free again once its earlier send completed; the buffers
+	 * given back so far go to the zygote first, so that the peer, which may
+	 * wait for them to send what completes ours, is never held up */
+	if (q->sends_out >= SWIFT_SEND_SLOTS && fn->npend && relay_flush(fn, NULL))
+		return EIO;
 	while (q->sends_out >= SWIFT_SEND_SLOTS) {
 		int n = poll_once(q);
 

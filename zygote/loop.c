@@ -123,6 +123,10 @@ void swift_conn_close(struct zygote *z, int ci)
 		}
 		if (c->purpose == P_POOL && c->x.peer >= 0)
 			z->cfg.peers[c->x.peer].dialing = 0;
+		/* a rebuild that did not finish: its broken rows wait for the next */
+		for (i = 0; i < c->nreplacing; i++)
+			z->dev.rows[c->replacing[i]].rebuilding = 0;
+		c->nreplacing = 0;
 	}
 	if (c->kind == C_RESOLVE) {
 		if (c->resolver > 0)
@@ -264,10 +268,15 @@ int swift_dial_peer(struct zygote *z, int peer, enum conn_purpose purpose, int c
 		    const struct swift_qpinfo *foreign, const uint32_t *replaces)
 {
 	struct swift_peer *p = &z->cfg.peers[peer];
-	uint32_t a = peer_addr(z, peer);
+	uint32_t a;
 	char addr[300];
 	int fd, ci;
 
+	if (count < 1 || count > SWIFT_X_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	a = peer_addr(z, peer);
 	if (!a) {
 		errno = EHOSTUNREACH;
 		return -1;
@@ -388,6 +397,20 @@ static void xchg_done(struct zygote *z, int ci, int held)
 					r->retire = 1;
 			}
 		}
+		if (held) {
+			int n = 0;
+
+			for (i = 0; i < SWIFT_MAX_CONNS; i++)
+				n += z->conns[i].kind == C_XCHG && !z->conns[i].x.client &&
+				     z->conns[i].x.step == X_HELDOPEN && z->conns[i].x.peer == x->peer;
+			if (n >= SWIFT_HELD_PER_PEER) {
+				swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+				zlog(z, "peer %s at %s: its functions already hold %d exchanges; refused another", from, c->addr,
+				     n);
+				swift_conn_close(z, ci); /* destroys the rows it made */
+				return;
+			}
+		}
 		for (i = 0; i < x->nrows; i++) {
 			struct pool_row *r = &z->dev.rows[x->rows[i]];
 
@@ -420,8 +443,12 @@ static void xchg_done(struct zygote *z, int ci, int held)
 	case P_REBUILD:
 		for (i = 0; i < x->nrows; i++)
 			z->dev.rows[x->rows[i]].state = ROW_FREE;
+		/* the peer dropped its side of the rows these replace */
+		for (i = 0; i < c->nreplacing; i++)
+			swift_row_destroy(&z->dev, c->replacing[i]);
+		c->nreplacing = 0;
 		if (c->purpose == P_POOL) {
-			p->connected = 1;
+			p->initial_done = 1;
 			zlog(z, "peer %s: %d QP(s) connected", p->name, x->count);
 		}
 		p->backoff_ms = 0;
@@ -430,7 +457,6 @@ static void xchg_done(struct zygote *z, int ci, int held)
 		swift_conn_close(z, ci);
 		return;
 	case P_NEWDEST:
-		p->connected = 1;
 		p->refused = 0;
 		if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
 		    z->conns[c->for_conn].waiting) {
@@ -640,39 +666,62 @@ static void maintain(struct zygote *z, uint64_t now)
 	 * with ours in place of the QPs it had for them */
 	for (peer = 0; peer < z->cfg.npeers; peer++) {
 		uint32_t replaces[SWIFT_X_MAX];
-		int n = 0;
+		int rows[SWIFT_X_MAX], n = 0, ci;
 
 		for (i = 0; i < SWIFT_MAX_QPS && n < SWIFT_X_MAX; i++)
-			if (d->rows[i].state == ROW_BROKEN && d->rows[i].peer == peer)
-				replaces[n++] = d->rows[i].remote.qpn;
+			if (d->rows[i].state == ROW_BROKEN && !d->rows[i].rebuilding && d->rows[i].peer == peer) {
+				replaces[n] = d->rows[i].remote.qpn;
+				rows[n++] = i;
+			}
 		if (!n || now < z->cfg.peers[peer].next_try_us)
 			continue;
-		if (swift_dial_peer(z, peer, P_REBUILD, n, 0, NULL, replaces) < 0) {
+		ci = swift_dial_peer(z, peer, P_REBUILD, n, 0, NULL, replaces);
+		if (ci < 0) {
 			if (errno != EHOSTUNREACH)
 				peer_failed(z, peer, strerror(errno), 0);
 			continue;
 		}
-		for (i = 0, n = 0; i < SWIFT_MAX_QPS && n < SWIFT_X_MAX; i++)
-			if (d->rows[i].state == ROW_BROKEN && d->rows[i].peer == peer) {
-				swift_row_destroy(d, i);
-				n++;
-			}
+		/* destroyed once the peer has replaced its side of them */
+		for (i = 0; i < n; i++) {
+			d->rows[rows[i]].rebuilding = 1;
+			z->conns[ci].replacing[i] = rows[i];
+		}
+		z->conns[ci].nreplacing = n;
 		z->status_dirty = 1;
 	}
 }
 
+/* try_peers builds our pools: to each peer whose name sorts after ours,
+ * cfg.pool QPs, in exchanges of at most SWIFT_X_MAX; the first after we
+ * start tells the peer to drop what it had with our earlier incarnation. */
 static void try_peers(struct zygote *z, uint64_t now)
 {
-	int i;
+	int i, row;
 
 	for (i = 0; i < z->cfg.npeers; i++) {
 		struct swift_peer *p = &z->cfg.peers[i];
+		int have = 0, want;
 
 		/* the side with the smaller name builds the pool, the other accepts */
-		if (p->connected || p->dialing || strcmp(z->cfg.name, p->name) >= 0 || z->cfg.pool == 0 ||
-		    now < p->next_try_us)
+		if (p->dialing || strcmp(z->cfg.name, p->name) >= 0 || z->cfg.pool == 0 || now < p->next_try_us)
 			continue;
-		if (swift_dial_peer(z, i, P_POOL, z->cfg.pool, SWIFT_X_INITIAL, NULL, NULL) < 0 && errno != EHOSTUNREACH)
+		for (row = 0; row < SWIFT_MAX_QPS; row++)
+			have += z->dev.rows[row].state != ROW_EMPTY && z->dev.rows[row].state != ROW_HELD &&
+				z->dev.rows[row].peer == i;
+		if (have >= z->cfg.pool && p->initial_done) {
+			if (!p->connected)
+				z->status_dirty = 1;
+			p->connected = 1;
+			continue;
+		}
+		p->connected = 0;
+		want = p->initial_done ? z->cfg.pool - have : z->cfg.pool;
+		if (want > SWIFT_X_MAX)
+			want = SWIFT_X_MAX;
+		if (want < 1)
+			continue;
+		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL, NULL, NULL) < 0 &&
+		    errno != EHOSTUNREACH)
 			peer_failed(z, i, strerror(errno), 0);
 	}
 }

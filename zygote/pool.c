@@ -537,7 +537,7 @@ int swift_rows(const struct swift_dev *d, int peer, enum row_state st)
 /* Drain a row's CQ. The completions' contents are only trusted as far as
  * the kernel writes them: a wr_id is checked before it is used. Returns
  * the number seen, or -1 on an error completion or a poll failure. */
-static int drain(struct swift_dev *d, int row, int *errors)
+static int drain(struct swift_dev *d, int row, int *errors, int clear)
 {
 	struct pool_row *r = &d->rows[row];
 	struct ibv_wc wc[16];
@@ -550,8 +550,13 @@ static int drain(struct swift_dev *d, int row, int *errors)
 
 			if (wc[i].status != IBV_WC_SUCCESS)
 				(*errors)++;
-			if (kind == WR_RECV && slot < SWIFT_RECV_SLOTS)
+			if (kind == WR_RECV && slot < SWIFT_RECV_SLOTS) {
 				r->recv_posted &= ~(1u << slot);
+				/* what arrives on a free row has no reader: the next
+				 * function must not find it */
+				if (clear)
+					memset(r->slice + (size_t)slot * d->msg_size, 0, d->msg_size);
+			}
 		}
 		total += n;
 		if (total > 1 << 16)
@@ -564,7 +569,7 @@ int swift_row_maintain(struct swift_dev *d, int row)
 {
 	int errors = 0;
 
-	if (drain(d, row, &errors) < 0 || errors)
+	if (drain(d, row, &errors, 1) < 0 || errors)
 		return -1;
 	return fill_recv(d, row);
 }
@@ -617,7 +622,7 @@ enum { RC_START = 0, RC_DRAIN_SQ, RC_FLUSH };
  *   RTS -> SQD (sends already started complete; nothing new starts)
  *   -> ERR (every queued request completes as flushed) -> drain the CQ
  *   -> RESET -> INIT -> RTR -> RTS with the PSNs the kernel reported
- *   -> a fresh receive ring.
+ *   -> the slice cleared -> a fresh receive ring.
  * The peer's QP is never touched: the PSNs continue where they were. */
 int swift_row_reclaim_step(struct swift_dev *d, int row)
 {
@@ -662,7 +667,7 @@ int swift_row_reclaim_step(struct swift_dev *d, int row)
 		r->deadline_us = now + SWIFT_RECLAIM_US;
 		/* fall through */
 	case RC_FLUSH:
-		if (drain(d, row, &errors) < 0)
+		if (drain(d, row, &errors, 0) < 0)
 			return -1;
 		/* rxe shows when the kernel has flushed every queue; elsewhere
 		 * give it 2 ms */
@@ -672,8 +677,10 @@ int swift_row_reclaim_step(struct swift_dev *d, int row)
 		a.qp_state = IBV_QPS_RESET;
 		if (ibv_modify_qp(r->qp, &a, IBV_QP_STATE) || to_init(d, r) || to_rts(d, r, r->remote.psn, r->psn))
 			return -1;
-		if (drain(d, row, &errors) < 0)
+		if (drain(d, row, &errors, 0) < 0)
 			return -1;
+		/* nothing of the function's data goes to the next one */
+		memset(r->slice, 0, d->slice_len);
 		r->recv_posted = 0;
 		if (fill_recv(d, row))
 			return -1;

@@ -199,7 +199,16 @@ void swift_ctl_readable(struct zygote *z, int ci)
 	if (c->plan.newdest > 0) {
 		/* new destination: connect on demand, then fork; the loop goes
 		 * on meanwhile */
-		int xc = swift_dial_peer(z, c->plan.peer, P_NEWDEST, c->plan.newdest, 0, NULL, NULL);
+		int xc, waiting = 0;
+
+		for (xc = 0; xc < SWIFT_MAX_CONNS; xc++)
+			waiting += z->conns[xc].kind == C_CTL && z->conns[xc].waiting;
+		if (waiting >= SWIFT_WAITING_MAX) {
+			snprintf(err, sizeof(err), "%d requests already wait for QPs on demand", waiting);
+			refuse_conn(z, ci, EAGAIN, err);
+			return;
+		}
+		xc = swift_dial_peer(z, c->plan.peer, P_NEWDEST, c->plan.newdest, 0, NULL, NULL);
 
 		if (xc < 0) {
 			snprintf(err, sizeof(err), "no free QP to %s and connecting on demand failed: %s",
@@ -228,7 +237,8 @@ void swift_ctl_fork(struct zygote *z, int ci)
 	int slot = free_slot(z), i, sp[2] = {-1, -1}, nrows = 0, rows[SWIFT_MAX_QPS];
 	pid_t pid;
 
-	c->waiting = 0;
+	/* c->waiting stays set until the fork: every refusal below closes the
+	 * connection, which gives back the rows connected for it */
 	if (slot < 0) {
 		refuse_conn(z, ci, EAGAIN, "too many functions running");
 		return;
@@ -294,7 +304,9 @@ void swift_ctl_fork(struct zygote *z, int ci)
 		refuse_conn(z, ci, EAGAIN, err);
 		return;
 	}
+	c->waiting = 0;
 	ch->state = CH_RUNNING;
+	ch->refusals = 0;
 	ch->pid = pid;
 	ch->relay_fd = sp[0];
 	if (sp[0] >= 0)
@@ -339,6 +351,14 @@ void swift_relay_own_done(struct zygote *z, int slot, int status, int n, const s
 		own_reply(c->relay_fd, (uint32_t)status, status ? 0 : n, q);
 }
 
+/* refused logs what a function's relay message was refused for: its first
+ * eight refusals, then one line for the rest when it ends. */
+static void refused(struct zygote *z, struct child *c, const char *why)
+{
+	if (c->refusals++ < 8)
+		zlog(z, "function pid %d: %s; refused", (int)c->pid, why);
+}
+
 void swift_relay_readable(struct zygote *z, int slot)
 {
 	struct child *c = &z->children[slot];
@@ -366,18 +386,18 @@ void swift_relay_readable(struct zygote *z, int slot)
 		    swift_relay_decode(u.b, (size_t)n, z->dev.msg_size, &m, err, sizeof(err))) {
 			if ((size_t)n > sizeof(u.b))
 				snprintf(err, sizeof(err), "relay message of %zd bytes", n);
-			zlog(z, "function pid %d: %s; ignored", (int)c->pid, err);
+			refused(z, c, err);
 			continue;
 		}
 		if (m.type == SWIFT_RELAY_OPS) {
-			uint32_t refused = 0, failed = 0, first = 0;
+			uint32_t nrefused = 0, failed = 0, first = 0;
 			int rc = 0;
 
 			for (i = 0; i < m.n; i++) {
 				struct swift_relay_op *o = &m.ops[i];
 
 				if (!z->have_dev || z->dev.share != SHARE_RELAY || !swift_relay_may_post(&z->dev, slot, o->row)) {
-					if (!refused++)
+					if (!nrefused++)
 						first = o->row;
 					continue;
 				}
@@ -385,9 +405,11 @@ void swift_relay_readable(struct zygote *z, int slot)
 							    : swift_row_post_recv(&z->dev, (int)o->row, o->slot);
 				failed += rc != 0;
 			}
-			if (refused)
-				zlog(z, "function pid %d asked for %u operation(s) on QPs it does not hold (first: qp %u); refused",
-				     (int)c->pid, refused, first);
+			if (nrefused) {
+				snprintf(err, sizeof(err), "asked for %u operation(s) on QPs it does not hold (first: qp %u)",
+					 nrefused, first);
+				refused(z, c, err);
+			}
 			if (failed)
 				zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid, failed,
 				     strerror(rc));
@@ -395,8 +417,9 @@ void swift_relay_readable(struct zygote *z, int slot)
 		}
 		/* SWIFT_RELAY_OWN: once, for the count the request asked */
 		if (!c->own || c->own_asked || (int)m.n != c->own) {
-			zlog(z, "function pid %d asked to connect %u QPs of its own (it may ask once, for %d)", (int)c->pid,
-			     m.n, c->own);
+			snprintf(err, sizeof(err), "asked to connect %u QPs of its own (it may ask once, for %d)", m.n,
+				 c->own);
+			refused(z, c, err);
 			own_reply(c->relay_fd, EPERM, 0, NULL);
 			continue;
 		}

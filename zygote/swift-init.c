@@ -45,16 +45,21 @@ void zlog(struct zygote *z, const char *fmt, ...)
 	buf[n++] = '\n';
 	/* one write per line; a log reader that stalls loses lines, it does
 	 * not stall the zygote */
-	if (write(z->log_fd, buf, (size_t)n) < 0)
+	if (z->log_sock)
+		send(z->log_fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	else if (write(z->log_fd, buf, (size_t)n) < 0)
 		return;
 }
 
 /* log_fd: stderr through an open file description of its own, made
- * non-blocking (the entrypoint keeps the blocking one it inherits). */
-static int log_fd(void)
+ * non-blocking (the entrypoint keeps the blocking one it inherits); a
+ * socket cannot be opened again, but can be sent to without blocking. */
+static int log_fd(int *sock)
 {
 	int fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
 
+	*sock = fd < 0 && !fstat(2, &st) && S_ISSOCK(st.st_mode);
 	return fd >= 0 ? fd : 2;
 }
 
@@ -202,7 +207,7 @@ int main(int argc, char **argv)
 	z->sig_fd = z->ctl_fd = z->tcp_fd = -1;
 	z->entry_pid = -1;
 	z->entry_status = -1;
-	z->log_fd = log_fd();
+	z->log_fd = log_fd(&z->log_sock);
 	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
 		z->children[i].client_fd = z->children[i].relay_fd = z->children[i].own_conn = -1;
 	for (i = 0; i < SWIFT_MAX_CONNS; i++)

@@ -56,8 +56,10 @@ static void on_signal(int signo)
 	errno = e;
 }
 
-/* wait_exit waits for the function's exit status, forwarding signals. */
-static int wait_exit(int fd, struct swift_exit *ex)
+/* catch_signals queues the signals swift-run forwards in the self-pipe,
+ * from before its request is sent: one that arrives while the zygote
+ * connects QPs on demand is delivered once the function runs. */
+static int catch_signals(void)
 {
 	static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 	struct sigaction sa;
@@ -68,8 +70,15 @@ static int wait_exit(int fd, struct swift_exit *ex)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
 	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
 		sigaction(fwd[i], &sa, NULL);
+	return 0;
+}
+
+/* wait_exit waits for the function's exit status, forwarding signals. */
+static int wait_exit(int fd, struct swift_exit *ex)
+{
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN}};
 		unsigned char b;
@@ -184,6 +193,10 @@ int main(int argc, char **argv)
 	memcpy(CMSG_DATA(h), fds, sizeof(fds));
 	if (req.flags & SWIFT_REQ_STATUS)
 		mh.msg_control = NULL, mh.msg_controllen = 0; /* a status request passes no fds */
+	else if (catch_signals()) {
+		fprintf(stderr, "swift-run: pipe: %s\n", strerror(errno));
+		return 125;
+	}
 	if (sendmsg(fd, &mh, 0) < 0 || recv(fd, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep)) {
 		fprintf(stderr, "swift-run: request: %s\n", strerror(errno));
 		return 125;

@@ -48,6 +48,8 @@
 #define SWIFT_CTL_PER_SOURCE 16
 #define SWIFT_X_PENDING_MAX 32
 #define SWIFT_X_PER_SOURCE 8
+#define SWIFT_WAITING_MAX 32    /* fork requests waiting for QPs on demand */
+#define SWIFT_HELD_PER_PEER 64  /* a peer's functions holding QPs of their own */
 
 /* Deadlines (microseconds). */
 #define SWIFT_CTL_DEADLINE_US 2000000ULL   /* accept to a whole request */
@@ -67,6 +69,7 @@ struct swift_peer {
 	uint32_t addr;       /* resolved IPv4, network order; 0 = unresolved */
 	int resolving;       /* a resolver child is looking host up */
 	int connected;       /* our pool to this peer is built */
+	int initial_done;    /* our first exchange with it since we started */
 	int dialing;         /* an exchange to it is in flight */
 	int refused;         /* its last exchange failed authentication */
 	int backoff_ms;
@@ -172,6 +175,7 @@ struct pool_row {
 	struct swift_qpinfo remote;
 	int owner;               /* child slot while ASSIGNED, else -1 */
 	int retire;              /* destroy, not reuse, when it comes back */
+	int rebuilding;          /* BROKEN, and an exchange replacing it is out */
 	uint32_t recv_posted;    /* the zygote's own view while FREE */
 	uint64_t held_until_us;  /* ROW_HELD for a one-off client */
 	/* reclaim */
@@ -409,6 +413,7 @@ struct child {
 	uint32_t own_conn_gen;
 	uint64_t caller_gone_us; /* caller went away: SIGTERM sent then */
 	uint64_t kill_at_us;     /* SIGKILL its session then (0: not set) */
+	int refusals;            /* relay messages refused (logged up to 8) */
 };
 
 enum conn_kind {
@@ -446,6 +451,8 @@ struct conn {
 	uint32_t for_gen;
 	int for_child;           /* P_OWN: the function's slot */
 	uint32_t for_child_gen;
+	int nreplacing;          /* P_REBUILD: the broken rows it replaces */
+	int replacing[SWIFT_X_MAX];
 	struct xconn x;
 	/* C_RESOLVE */
 	pid_t resolver;
@@ -461,7 +468,7 @@ struct zygote {
 	struct swift_rowops rowops;
 	struct swift_xenv xenv;
 	sigset_t sigs;
-	int sig_fd, ctl_fd, tcp_fd, log_fd;
+	int sig_fd, ctl_fd, tcp_fd, log_fd, log_sock;
 	pid_t entry_pid;
 	int entry_status;
 	int has_entry;
@@ -502,7 +509,7 @@ int swift_signals_init(struct zygote *z);
 void swift_signal_readable(struct zygote *z);
 void swift_reap(struct zygote *z);
 int swift_start_entrypoint(struct zygote *z, char **argv);
-int swift_session_alive(pid_t sid, int kill_them);
+int swift_leftovers(struct zygote *z, int slot, int kill_them);
 void swift_child_tick(struct zygote *z, int slot, uint64_t now);
 void swift_kill_all(struct zygote *z);
 
