@@ -21,6 +21,9 @@
  *   rdmawrite         (with --own) RDMA WRITE and READ into the peer's QP at
  *                     the addresses and keys a guesser would try; prints
  *                     each completion's status
+ *   ipcput TAG        leave a System V shared memory segment holding the
+ *                     marker (key 0x5157), for the next function
+ *   ipcget TAG        look for that segment: prints "ipcget found=0|1 (...)"
  *   kill1             send SIGTERM and SIGINT to PID 1
  *   signals           try signal 0 on every other process it can see:
  *                     prints "signals may=N of M"
@@ -38,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
 #include <sys/ptrace.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -359,6 +364,32 @@ static int rdmawrite(struct swift_fn *fn)
 	return 0;
 }
 
+static int ipc(const char *tag, int put)
+{
+	char *m = marker(tag), *p;
+	int id = shmget(0x5157, put ? 4096 : 0, put ? IPC_CREAT | 0600 : 0);
+
+	if (!m)
+		return 1;
+	if (id < 0) {
+		printf("ipc%s found=0 (%s)\n", put ? "put" : "get", strerror(errno));
+		free(m);
+		return put;
+	}
+	p = shmat(id, NULL, 0);
+	if (p == (void *)-1) {
+		printf("ipc%s found=0 (shmat: %s)\n", put ? "put" : "get", strerror(errno));
+		free(m);
+		return put;
+	}
+	if (put)
+		snprintf(p, 4096, "%s", m);
+	printf("ipc%s found=%d\n", put ? "put" : "get", put ? 1 : !strcmp(p, m));
+	shmdt(p);
+	free(m);
+	return 0;
+}
+
 static int signals(void)
 {
 	DIR *d = opendir("/proc");
@@ -450,6 +481,10 @@ int swift_main(struct swift_fn *fn, int argc, char **argv)
 		rc = kill1(fn);
 	else if (!strcmp(mode, "rdmawrite"))
 		rc = rdmawrite(fn);
+	else if (!strcmp(mode, "ipcput") && argc > 2)
+		rc = ipc(argv[2], 1);
+	else if (!strcmp(mode, "ipcget") && argc > 2)
+		rc = ipc(argv[2], 0);
 	else if (!strcmp(mode, "signals"))
 		rc = signals();
 	else if (!strcmp(mode, "scribble"))

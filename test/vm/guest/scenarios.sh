@@ -778,13 +778,24 @@ scenario_hostile() {
 	fact signals_may "$(echo "$out" | sed -n 's/^signals may=\([0-9]*\) of.*/\1/p')"
 	fact signals_seen "$(echo "$out" | sed -n 's/^signals may=[0-9]* of \([0-9]*\)/\1/p')"
 
+	log "what a function leaves behind: its slice's data, a System V segment"
+	wait $spid
+	sleep 1
+	hex=$(printf 'HOSTILE-SECRET-s3cr3t' | od -An -tx1 -v | tr -d ' \n')
+	out=$(zexec ha /.swift/bin/swift-run --peer hb --all -- $H findhex "$hex" 2>&1)
+	echo "$out"
+	fact after_secret_copies "$(echo "$out" | sed -n 's/.* copies=\([0-9-]*\).*/\1/p')"
+	zexec ha /.swift/bin/swift-run --no-qp -- $H ipcput s3cr3t
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H ipcget s3cr3t 2>&1)
+	echo "$out"
+	fact ipc_found "$(echo "$out" | sed -n 's/^ipcget found=\([01]\).*/\1/p')"
+
 	log "a function signals PID 1"
 	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H kill1 2>&1)
 	echo "$out"
 	sleep 0.5
 	fact kill1_term "$(echo "$out" | sed -n 's/^kill1 term=\([A-Za-z]*\).*/\1/p')"
 	fact kill1_zygote "$(ctr_ task ls | awk '$1 == "ha" {print $3}')"
-	wait $spid
 
 	log "a function overwrites every byte of shared memory it can reach and rings every doorbell"
 	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H scribble 2>&1)
