@@ -13,9 +13,8 @@ import (
 // checkVerbs asserts the facts of the verbs cache scenarios; vm_test.go's
 // checkScenario calls it for ScenarioVerbs, ScenarioVerbsInvalidate and
 // ScenarioVerbsBench (after it has checked the scenario's status).
-func checkVerbs(t *testing.T, r *Run, name string) {
+func checkVerbs(t *testing.T, f map[string]string, dir, name string) {
 	t.Helper()
-	f := r.Result(name).Facts
 	want := func(key, val string) {
 		t.Helper()
 		if f[key] != val {
@@ -129,8 +128,8 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		atLeast("cached_n", float64(runs))
 		want("stock_cache_state", "none")
 		want("cached_cache_state", "valid")
-		stock, err1 := readProfile(filepath.Join(r.Dir, "verbs-bench-stock.prof"))
-		cached, err2 := readProfile(filepath.Join(r.Dir, "verbs-bench-cached.prof"))
+		stock, err1 := readProfile(filepath.Join(dir, "verbs-bench-stock.prof"))
+		cached, err2 := readProfile(filepath.Join(dir, "verbs-bench-cached.prof"))
 		if err1 != nil || err2 != nil {
 			t.Fatalf("%s: raw profiles: %v, %v", name, err1, err2)
 		}
@@ -138,12 +137,12 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		trimmed, err := readProfile(filepath.Join(r.Dir, "verbs-bench-trimmed.prof"))
+		trimmed, err := readProfile(filepath.Join(dir, "verbs-bench-trimmed.prof"))
 		if err != nil {
 			t.Errorf("%s: trimmed profile: %v", name, err)
 		}
 		VerbsModeKeys(kv, "trimmed", trimmed)
-		static, err := readProfile(filepath.Join(r.Dir, "verbs-bench-static.prof"))
+		static, err := readProfile(filepath.Join(dir, "verbs-bench-static.prof"))
 		if err != nil {
 			t.Errorf("%s: static profile: %v", name, err)
 		}
@@ -176,7 +175,7 @@ func checkVerbs(t *testing.T, r *Run, name string) {
 		want("cached_noaslr_cache_state", "valid")
 		var np [4]verbs.Profile
 		for i, p := range []string{"stock", "cached", "trimmed", "static"} {
-			if np[i], err = readProfile(filepath.Join(r.Dir, "verbs-bench-"+p+"-noaslr.prof")); err != nil {
+			if np[i], err = readProfile(filepath.Join(dir, "verbs-bench-"+p+"-noaslr.prof")); err != nil {
 				t.Errorf("%s: %s profile without ASLR: %v", name, p, err)
 			}
 		}

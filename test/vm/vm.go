@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,8 @@ const (
 	ScenarioDoctor          = "doctor"
 	ScenarioPolicy          = "policy"
 	ScenarioHostile         = "hostile"
+	// ScenarioXData and the other x- scenarios run on a pair of guests.
+	ScenarioXData = "x-data"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 	// ScenarioProbe runs the shell script SWIFT_VM_PROBE names (a host
@@ -44,6 +47,7 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioXData,
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.
@@ -76,6 +80,7 @@ type Config struct {
 	ScenarioTimeout time.Duration // per scenario, enforced inside the guest
 	MemoryMiB       int
 	CPUs            int
+	PairCPUs        int    // CPUs of each guest of a pair
 	Accel           string // auto, tcg or kvm
 	RDMALimit       int    // hca_object limit for the rdma-limit scenario
 	Keep            bool   // keep the run directory
@@ -96,6 +101,9 @@ type Config struct {
 //	SWIFT_VM_ACCEL             auto (default), tcg or kvm
 //	SWIFT_VM_MEMORY            guest memory in MiB (default 2048)
 //	SWIFT_VM_CPUS              guest CPUs (default 2)
+//	SWIFT_VM_PAIR_CPUS         CPUs of each guest of a pair (default 1: two
+//	                           guests of two on a two-core host leave a woken
+//	                           vCPU waiting for a host core)
 //	SWIFT_VM_RDMA_LIMIT        hca_object limit tested by rdma-limit (default 5)
 //	SWIFT_VM_KEEP              1 keeps the run directory (console log, results)
 //	SWIFT_VM_PROBE             script the probe scenario runs in the guest
@@ -111,6 +119,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		ScenarioTimeout: 5 * time.Minute,
 		MemoryMiB:       2048,
 		CPUs:            2,
+		PairCPUs:        1,
 		Accel:           envOr("SWIFT_VM_ACCEL", "auto"),
 		RDMALimit:       5,
 		Keep:            os.Getenv("SWIFT_VM_KEEP") == "1",
@@ -155,6 +164,9 @@ func ConfigFromEnv(repo string) (Config, error) {
 		return c, err
 	}
 	if c.CPUs, err = envInt("SWIFT_VM_CPUS", c.CPUs); err != nil {
+		return c, err
+	}
+	if c.PairCPUs, err = envInt("SWIFT_VM_PAIR_CPUS", c.PairCPUs); err != nil {
 		return c, err
 	}
 	if c.RDMALimit, err = envInt("SWIFT_VM_RDMA_LIMIT", c.RDMALimit); err != nil {
@@ -412,6 +424,11 @@ func guestDir(runDir, dir, name string) (string, error) {
 // the rdmaquota test program, the container rootfs and the env file the
 // guest reads.
 func Prepare(ctx context.Context, c Config, runDir string, logw io.Writer) error {
+	return prepare(ctx, c, runDir, nil, logw)
+}
+
+// prepare is Prepare with extra env entries (a guest of a pair: its node).
+func prepare(ctx context.Context, c Config, runDir string, extra map[string]string, logw io.Writer) error {
 	if err := copyTree(filepath.Join(c.Repo, "test/vm/guest"), filepath.Join(runDir, "guest")); err != nil {
 		return fmt.Errorf("copy guest scripts: %w", err)
 	}
@@ -467,10 +484,17 @@ func Prepare(ctx context.Context, c Config, runDir string, logw io.Writer) error
 		"SWIFTVM_RDMA_LIMIT":       strconv.Itoa(c.RDMALimit),
 		"SWIFTVM_PROBE":            c.Probe,
 	}
+	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
+		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE"}
+	extraKeys := make([]string, 0, len(extra))
+	for k, v := range extra {
+		env[k] = v
+		extraKeys = append(extraKeys, k)
+	}
+	slices.Sort(extraKeys)
 	var b strings.Builder
 	b.WriteString("# written by the host harness (test/vm); sourced by the guest\n")
-	for _, k := range []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
-		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE"} {
+	for _, k := range append(keys, extraKeys...) {
 		fmt.Fprintf(&b, "%s='%s'\n", k, strings.ReplaceAll(env[k], "'", `'\''`))
 	}
 	return os.WriteFile(filepath.Join(runDir, "env"), []byte(b.String()), 0o644)
@@ -543,6 +567,12 @@ func (w *markerWriter) Write(p []byte) (int, error) {
 // batch and waits for power-off, killing qemu at c.Timeout. progress, if
 // not nil, sees every console marker as it arrives.
 func Boot(ctx context.Context, c Config, g Guest, runDir string, progress func(Marker)) (*Run, error) {
+	return boot(ctx, c, g, runDir, []string{"-nic", "user,model=virtio-net-pci"}, progress)
+}
+
+// boot is Boot with the guest's network (qemu arguments) and, in extra,
+// more qemu arguments (a pair's shared directory).
+func boot(ctx context.Context, c Config, g Guest, runDir string, net []string, progress func(Marker)) (*Run, error) {
 	qemu, err := lookPath("qemu-system-x86_64")
 	if err != nil {
 		return nil, err
@@ -564,10 +594,10 @@ func Boot(ctx context.Context, c Config, g Guest, runDir string, progress func(M
 		"-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", g.Kernel, "-initrd", g.Initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4",
-		"-nic", "user,model=virtio-net-pci",
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + runDir + ",mount_tag=results,security_model=none,multidevs=remap",
 	}
+	args = append(args, net...)
 	consolePath := filepath.Join(runDir, "console.log")
 	console, err := os.Create(consolePath)
 	if err != nil {

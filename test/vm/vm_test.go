@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,38 +71,21 @@ func TestVM(t *testing.T) {
 		os.RemoveAll(runDir)
 	})
 
+	var single, pair []string
+	for _, sc := range run {
+		if IsPairScenario(sc) {
+			pair = append(pair, sc)
+		} else {
+			single = append(single, sc)
+		}
+	}
 	var r *Run
-	if len(run) > 0 {
-		cfg.Scenarios = run
-		var prepLog strings.Builder
-		err := Prepare(ctx, cfg, runDir, &prepLog)
-		t.Logf("prepare: %s", strings.TrimSpace(prepLog.String()))
-		if err != nil {
-			t.Fatalf("preparing the run: %v", err)
-		}
-		t.Logf("booting qemu (scenarios: %s; VM timeout %s, scenario timeout %s)",
-			strings.Join(run, " "), cfg.Timeout, cfg.ScenarioTimeout)
-		r, err = Boot(ctx, cfg, guest, runDir, func(m Marker) {
-			if !strings.HasPrefix(m.Line, "SWIFTVM-LOG") {
-				t.Logf("[%6.1fs] %s", m.At.Seconds(), m.Line)
-			}
-		})
-		if err != nil {
-			t.Fatalf("booting the guest: %v", err)
-		}
-		sum, err := r.WriteSummary(run)
-		if err != nil {
-			t.Errorf("summary: %v", err)
-		}
-		t.Logf("qemu (%s) ran %.1fs; boot to runner %.1fs; timed out: %v; batch completed: %v",
-			r.Accel, sum.WallSeconds, sum.BootSeconds, sum.TimedOut, sum.Completed)
-		switch {
-		case r.TimedOut:
-			t.Errorf("guest hung: killed after %s; console tail:\n%s", cfg.Timeout, r.ConsoleTail(40))
-		case !r.Completed():
-			t.Errorf("guest stopped before finishing the batch (qemu: %v); console tail:\n%s",
-				r.Err, r.ConsoleTail(40))
-		}
+	if len(single) > 0 {
+		r = bootSingle(t, ctx, cfg, guest, runDir, single)
+	}
+	var p *Pair
+	if len(pair) > 0 {
+		p = bootPair(t, ctx, cfg, guest, filepath.Join(runDir, "pair"), pair)
 	}
 
 	for _, s := range all {
@@ -109,14 +93,97 @@ func TestVM(t *testing.T) {
 			if why, ok := notRun[s]; ok {
 				t.Fatalf("scenario %s not run: %s", s, why)
 			}
+			if IsPairScenario(s) {
+				checkResult(t, cfg, p.Result(s), p.Dir, func(n int) string {
+					return fmt.Sprintf("node a:\n%s\nnode b:\n%s", p.A.ConsoleTail(n), p.B.ConsoleTail(n))
+				}, s)
+				return
+			}
 			checkScenario(t, cfg, r, s)
 		})
 	}
 }
 
+// bootSingle runs the one-guest batch.
+func bootSingle(t *testing.T, ctx context.Context, cfg Config, guest Guest, runDir string, run []string) *Run {
+	t.Helper()
+	cfg.Scenarios = run
+	var prepLog strings.Builder
+	err := Prepare(ctx, cfg, runDir, &prepLog)
+	t.Logf("prepare: %s", strings.TrimSpace(prepLog.String()))
+	if err != nil {
+		t.Fatalf("preparing the run: %v", err)
+	}
+	t.Logf("booting qemu (scenarios: %s; VM timeout %s, scenario timeout %s)",
+		strings.Join(run, " "), cfg.Timeout, cfg.ScenarioTimeout)
+	r, err := Boot(ctx, cfg, guest, runDir, func(m Marker) {
+		if !strings.HasPrefix(m.Line, "SWIFTVM-LOG") {
+			t.Logf("[%6.1fs] %s", m.At.Seconds(), m.Line)
+		}
+	})
+	if err != nil {
+		t.Fatalf("booting the guest: %v", err)
+	}
+	sum, err := r.WriteSummary(run)
+	if err != nil {
+		t.Errorf("summary: %v", err)
+	}
+	t.Logf("qemu (%s) ran %.1fs; boot to runner %.1fs; timed out: %v; batch completed: %v",
+		r.Accel, sum.WallSeconds, sum.BootSeconds, sum.TimedOut, sum.Completed)
+	switch {
+	case r.TimedOut:
+		t.Errorf("guest hung: killed after %s; console tail:\n%s", cfg.Timeout, r.ConsoleTail(40))
+	case !r.Completed():
+		t.Errorf("guest stopped before finishing the batch (qemu: %v); console tail:\n%s",
+			r.Err, r.ConsoleTail(40))
+	}
+	return r
+}
+
+// bootPair runs the two-guest batch: both guests at once, joined by their link.
+func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir string, run []string) *Pair {
+	t.Helper()
+	cfg.Scenarios = run
+	var prepLog strings.Builder
+	err := PreparePair(ctx, cfg, dir, &prepLog)
+	if err != nil {
+		t.Fatalf("preparing the pair: %v\n%s", err, prepLog.String())
+	}
+	t.Logf("booting a pair of guests (scenarios: %s)", strings.Join(run, " "))
+	p, err := BootPair(ctx, cfg, guest, dir, func(node string, m Marker) {
+		if !strings.HasPrefix(m.Line, "SWIFTVM-LOG") {
+			t.Logf("[%s %6.1fs] %s", node, m.At.Seconds(), m.Line)
+		}
+	})
+	if err != nil {
+		t.Fatalf("booting the pair: %v", err)
+	}
+	for _, x := range []struct {
+		node string
+		r    *Run
+	}{{NodeA, p.A}, {NodeB, p.B}} {
+		if _, err := x.r.WriteSummary(run); err != nil {
+			t.Errorf("node %s summary: %v", x.node, err)
+		}
+		switch {
+		case x.r.TimedOut:
+			t.Errorf("node %s hung: killed after %s; console tail:\n%s", x.node, cfg.Timeout, x.r.ConsoleTail(40))
+		case !x.r.Completed():
+			t.Errorf("node %s stopped before finishing the batch (qemu: %v); console tail:\n%s", x.node, x.r.Err,
+				x.r.ConsoleTail(40))
+		}
+	}
+	return p
+}
+
 // checkScenario asserts one scenario's result and facts.
 func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
-	res := r.Result(name)
+	checkResult(t, cfg, r.Result(name), r.Dir, r.ConsoleTail, name)
+}
+
+// checkResult asserts a scenario's result (of one guest or a pair, whose
+// results are in dir) and facts.
+func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail func(int) string, name string) {
 	switch res.Status {
 	case "PASS":
 		t.Logf("%s: PASS in %.1fs", name, res.Seconds)
@@ -126,7 +193,7 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 				name, res.LogTail(25))
 		}
 		t.Fatalf("%s: no result (the guest never started it: hung, crashed or timed out); console tail:\n%s",
-			name, r.ConsoleTail(30))
+			name, consoleTail(30))
 	default:
 		why := fmt.Sprintf("exit %d", res.ExitCode)
 		if res.TimedOut {
@@ -203,6 +270,15 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 		}
 	case ScenarioHostile:
 		checkHostile(t, f)
+	case ScenarioXData:
+		want("a.pool", "free 2 assigned 0")
+		want("b.pool", "free 2 assigned 0")
+		want("a.pingpong_verified", "1000")
+		if !regexp.MustCompile(`^echo: 1000 messages, 1000 intact, 0 bad$`).MatchString(f["b.echo"]) {
+			t.Errorf("%s: the echo on node b reports %q, want 1000 intact", name, f["b.echo"])
+		}
+		t.Logf("%s: 1,000 messages of 256 B between nodes, median round trip %s us (ibv_rc_pingpong on the link: %s us)",
+			name, f["a.rtt_us"], f["a.raw_rtt_us"])
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
 		if runs < 30 {
@@ -266,7 +342,7 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 				f["intruder_exit_127.0.0.1"], f["intruder_exit_10.0.2.15"])
 		}
 	case ScenarioVerbs, ScenarioVerbsInvalidate, ScenarioVerbsBench:
-		checkVerbs(t, r, name)
+		checkVerbs(t, f, dir, name)
 	case ScenarioDemo:
 		want("verified", "1000")
 		if b, err := os.ReadFile(res.LogPath); err == nil {
@@ -318,7 +394,9 @@ func checkHostile(t *testing.T, f map[string]string) {
 	want("snoop_marker_copies", "0")      // the sibling's secret is nowhere in its memory
 	want("snoop_noqp_marker_copies", "0") // nor in a function holding no QP
 	want("key_bytes", "32")
-	want("key_copies", "0") // nor is the tenant key
+	want("key_copies", "0")          // nor is the tenant key
+	want("after_secret_copies", "0") // nor, once it ended, in the functions that get its QPs next
+	want("ipc_found", "0")           // nor in a System V segment it left under its uid
 	// its fds: stdio, its relay socket, and the dead fds where the device file was
 	want("fds_device", "0")
 	atMost("fds_total", 6)

@@ -23,7 +23,7 @@ export SWIFTVM_WORK=$W
 say() { echo "SWIFTVM: $*" >/dev/console; }
 up() { cut -d' ' -f1 /proc/uptime; }
 
-say "RUNNER-START uptime=$(up) scenarios=$SWIFTVM_SCENARIOS"
+say "RUNNER-START uptime=$(up) scenarios=$SWIFTVM_SCENARIOS node=${SWIFTVM_NODE:-single}"
 mkdir -p "$W"
 
 # --- network and soft-RoCE -------------------------------------------------
@@ -31,8 +31,13 @@ setup_rxe() {
 	set -x
 	ip link set lo up
 	ip link set eth0 up
-	ip addr add 10.0.2.15/24 dev eth0
-	ip route add default via 10.0.2.2 dev eth0 || true
+	if [ -n "${SWIFTVM_NODE_IP:-}" ]; then
+		# a guest of a pair: eth0 is the link to the other guest
+		ip addr add "$SWIFTVM_NODE_IP/24" dev eth0
+	else
+		ip addr add 10.0.2.15/24 dev eth0
+		ip route add default via 10.0.2.2 dev eth0 || true
+	fi
 	rdma link add rxe0 type rxe netdev eth0 || return 1
 	i=0
 	until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; do
@@ -156,6 +161,13 @@ for s in $SWIFTVM_SCENARIOS; do
 	say "BEGIN $s uptime=$(up)"
 	t0=$(date +%s.%N)
 	rm -f "$R/$s.facts"
+	# the two guests of a pair begin each scenario together
+	if [ -n "${SWIFTVM_NODE:-}" ]; then
+		S=/run/swiftvm-shared
+		touch "$S/$SWIFTVM_NODE.begin-$s"
+		i=0
+		while [ ! -e "$S/$SWIFTVM_PEER.begin-$s" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+	fi
 	# Every scenario starts from the default node config, even if the one
 	# before it died while it had rewritten it.
 	[ -f "$W/swift.default.toml" ] && cp "$W/swift.default.toml" "$W/swift.toml"

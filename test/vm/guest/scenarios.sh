@@ -883,9 +883,10 @@ scenario_probe() {
 }
 
 . "$(dirname "$0")/verbs.sh"
+. "$(dirname "$0")/xscenarios.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
