@@ -172,9 +172,9 @@ static void scrub(struct zygote *z, int slot)
 
 	if (!un)
 		die(126, "malloc");
-	explicit_bzero(z->key, sizeof(z->key));
-	z->key_len = 0;
-	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++) {
+	explicit_bzero(z->keys, sizeof(z->keys));
+	z->nkeys = 0;
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &z->dev.rows[i];
 
 		if (r->state == ROW_EMPTY)
@@ -200,7 +200,7 @@ static void scrub(struct zygote *z, int slot)
 	free(un);
 	/* other requests' bytes: connections in use only (a closed one was
 	 * wiped when it closed) */
-	for (i = 0; i < SWIFT_MAX_CONNS; i++)
+	for (i = 0; i < z->conn_hwm; i++)
 		if (z->conns[i].kind != C_FREE)
 			explicit_bzero(&z->conns[i], sizeof(z->conns[i]));
 }
@@ -438,6 +438,7 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 		_exit(127);
 	}
 	rc = main_fn(&fn, req.argc, argv);
+	swift_fn_end(&fn);
 	if (handle) {
 		/* the handler's C library buffers its own stdio */
 		int (*flush)(FILE *) = (int (*)(FILE *))dlsym(handle, "fflush");

@@ -1,13 +1,27 @@
-/* The QP exchange between zygotes over TCP, after mutual authentication with
- * the tenant's key (HMAC-SHA-256 over both nonces): a peer that cannot prove
- * the same tenant key learns nothing about our QPs, and nothing is created
- * for it.
+/* QP exchange between zygotes over TCP, authenticated end to end with the
+ * tenant's key (HMAC-SHA-256), version 3:
  *
- * initiator -> server: hello {magic, tenant, from, nonce_i, flags, count}
- * server -> initiator: challenge {nonce_s, mac_s = HMAC(key, "S"|nonce_i|nonce_s|tenant|from)}
- * initiator -> server: auth {mac_i = HMAC(key, "I"|nonce_s|nonce_i|tenant|from)}
- *                      (the initiator checks mac_s, then) qpinfo[count]
- * server -> initiator: reply {status, count}, qpinfo[count] when status is 0
+ *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count
+ *   server -> initiator  CHAL    nonce_s, HMAC(k, "S" | H)
+ *   initiator -> server  AUTH    HMAC(k, "I" | H), qpinfo[count], TAG("Q")
+ *   server -> initiator  REPLY   status, count, qpinfo[count], TAG("R")
+ *   initiator -> server  CONFIRM TAG("C")
+ *   server -> initiator  ACK     TAG("A")
+ *
+ * H is the SHA-256 of the hello's bytes and nonce_s, so both proofs cover
+ * every field of the hello: both names (a server answers only for its own
+ * name; a client accepts only the server it dialed), the key id, the flags
+ * and the count. k is the tenant key the hello names: a ring holds the
+ * newest key (dialed with) and the ones still accepted during a rotation.
+ * K = HMAC(k, "K" | H) is the session key; TAG(x) is HMAC(K, x | the
+ * message), binding every later message to this connection. The initiator
+ * checks the server's proof before it proves anything; a server that does
+ * not know the key, or is not the one dialed, learns no proof and no QP.
+ *
+ * Rows are created once the proofs hold and the QPs' tag checks, and kept
+ * only when the other side confirmed (the server at CONFIRM, the initiator
+ * at ACK): a connection that breaks, or a byte changed in transit, leaves
+ * nothing connected on either side.
  *
  * All integers are little endian; every message has a fixed size known from
  * what came before, and is parsed only once all of it has arrived. Both
@@ -16,13 +30,14 @@
  * handshake with a deadline.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -31,12 +46,23 @@
 #include "sha256.h"
 #include "zygote.h"
 
-#define XMAGIC "SWIFTX02"
-#define HELLO_LEN (8 + 2 * SWIFT_NAME_MAX + 16 + 4 + 4)
+#define XMAGIC "SWIFTX03"
+#define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4)
 #define CHAL_LEN (16 + 32)
-#define AUTH_LEN 32
+#define MAC_LEN 32
 #define QPINFO_LEN 44
 #define REPLY_LEN 8
+#define OFF_TENANT 8
+#define OFF_FROM (OFF_TENANT + SWIFT_NAME_MAX)
+#define OFF_TO (OFF_FROM + SWIFT_NAME_MAX)
+#define OFF_KEYID (OFF_TO + SWIFT_NAME_MAX)
+#define OFF_NONCE (OFF_KEYID + SWIFT_KEY_ID_MAX)
+#define OFF_FLAGS (OFF_NONCE + 16)
+#define OFF_COUNT (OFF_FLAGS + 4)
+
+_Static_assert(HELLO_LEN == OFF_COUNT + 4, "hello layout");
+_Static_assert(sizeof(((struct xconn *)0)->hello) == HELLO_LEN, "the kept hello");
+_Static_assert(MAC_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN <= SWIFT_XBUF, "the largest message fits");
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -88,12 +114,12 @@ static int get_qpinfo(const uint8_t *p, struct swift_qpinfo *q)
 	return 0;
 }
 
-/* A name field: NUL-terminated inside it, not empty, printable ASCII. */
-static int get_name(const uint8_t *p, char *out)
+/* A name field: NUL-terminated inside it (max bytes), not empty, printable. */
+static int get_name(const uint8_t *p, size_t max, char *out)
 {
-	size_t n = strnlen((const char *)p, SWIFT_NAME_MAX), i;
+	size_t n = strnlen((const char *)p, max), i;
 
-	if (n == 0 || n == SWIFT_NAME_MAX)
+	if (n == 0 || n == max)
 		return -1;
 	for (i = 0; i < n; i++)
 		if (p[i] <= ' ' || p[i] > '~')
@@ -102,19 +128,149 @@ static int get_name(const uint8_t *p, char *out)
 	return 0;
 }
 
-static void mac(const struct swift_xenv *e, char role, const uint8_t a[16], const uint8_t b[16],
-		const char *tenant, const char *from, uint8_t out[32])
+static void put_name(uint8_t *p, size_t max, const char *s)
 {
-	uint8_t msg[1 + 32 + 2 * SWIFT_NAME_MAX];
-
-	memset(msg, 0, sizeof(msg));
-	msg[0] = (uint8_t)role;
-	memcpy(msg + 1, a, 16);
-	memcpy(msg + 17, b, 16);
-	memcpy(msg + 33, tenant, strnlen(tenant, SWIFT_NAME_MAX - 1));
-	memcpy(msg + 33 + SWIFT_NAME_MAX, from, strnlen(from, SWIFT_NAME_MAX - 1));
-	hmac_sha256(e->key, e->key_len, msg, sizeof(msg), out);
+	memcpy(p, s, strnlen(s, max - 1));
 }
+
+/* Keys ---------------------------------------------------------------------- */
+
+static int hexval(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen)
+{
+	size_t i = 0;
+	int nk = 0, line = 0, text = 1;
+
+	for (i = 0; i < n; i++)
+		if (!(b[i] == '\n' || b[i] == '\t' || (b[i] >= ' ' && b[i] <= '~')))
+			text = 0;
+	if (!text) {
+		/* a legacy node-local key: raw bytes */
+		if (n < 16 || n > sizeof(keys[0].key)) {
+			snprintf(err, errlen, "a raw key of %zu bytes (16 to %zu)", n, sizeof(keys[0].key));
+			return -1;
+		}
+		memset(&keys[0], 0, sizeof(keys[0]));
+		strcpy(keys[0].id, "local");
+		memcpy(keys[0].key, b, n);
+		keys[0].len = n;
+		return 1;
+	}
+	for (i = 0; i < n;) {
+		const uint8_t *l = b + i, *end = memchr(l, '\n', n - i);
+		size_t len = end ? (size_t)(end - l) : n - i, p = 0, idlen, hexlen, k;
+
+		i += len + (end ? 1 : 0);
+		line++;
+		while (p < len && (l[p] == ' ' || l[p] == '\t'))
+			p++;
+		if (p == len || l[p] == '#')
+			continue;
+		for (idlen = 0; p + idlen < len && l[p + idlen] != ' ' && l[p + idlen] != '\t'; idlen++)
+			;
+		if (nk == max) {
+			snprintf(err, errlen, "line %d: more than %d keys", line, max);
+			return -1;
+		}
+		if (idlen < 1 || idlen > SWIFT_KEY_ID_MAX) {
+			snprintf(err, errlen, "line %d: a key id of 1 to %d characters", line, SWIFT_KEY_ID_MAX);
+			return -1;
+		}
+		for (k = 0; k < idlen; k++)
+			if (!(islower(l[p + k]) || isdigit(l[p + k]) || l[p + k] == '-')) {
+				snprintf(err, errlen, "line %d: key id: a-z, 0-9 and '-' only", line);
+				return -1;
+			}
+		memset(&keys[nk], 0, sizeof(keys[nk]));
+		memcpy(keys[nk].id, l + p, idlen);
+		p += idlen;
+		while (p < len && (l[p] == ' ' || l[p] == '\t'))
+			p++;
+		for (hexlen = 0; p + hexlen < len && hexval(l[p + hexlen]) >= 0; hexlen++)
+			;
+		for (k = p + hexlen; k < len; k++)
+			if (l[k] != ' ' && l[k] != '\t' && l[k] != '\r')
+				break;
+		if (hexlen != 64 || k != len) {
+			snprintf(err, errlen, "line %d: key %s: want 64 hex digits", line, keys[nk].id);
+			return -1;
+		}
+		for (k = 0; k < 32; k++)
+			keys[nk].key[k] = (uint8_t)(hexval(l[p + 2 * k]) << 4 | hexval(l[p + 2 * k + 1]));
+		keys[nk].len = 32;
+		for (k = 0; k < (size_t)nk; k++)
+			if (!strcmp(keys[k].id, keys[nk].id)) {
+				snprintf(err, errlen, "line %d: key id %s given twice", line, keys[nk].id);
+				return -1;
+			}
+		nk++;
+	}
+	if (!nk) {
+		snprintf(err, errlen, "no key");
+		return -1;
+	}
+	return nk;
+}
+
+static int find_key(const struct swift_xenv *e, const char *id)
+{
+	int i;
+
+	for (i = 0; i < e->nkeys; i++)
+		if (!strcmp(e->keys[i].id, id))
+			return i;
+	return -1;
+}
+
+/* MACs ------------------------------------------------------------------------ */
+
+/* mac computes HMAC(key, role | a[alen] | b[blen]) */
+static void mac(const uint8_t *key, size_t klen, char role, const void *a, size_t alen, const void *b, size_t blen,
+		uint8_t out[32])
+{
+	uint8_t msg[1 + 32 + SWIFT_XBUF];
+
+	msg[0] = (uint8_t)role;
+	memcpy(msg + 1, a, alen);
+	if (blen)
+		memcpy(msg + 1 + alen, b, blen);
+	hmac_sha256(key, klen, msg, 1 + alen + blen, out);
+}
+
+/* transcript: H = SHA-256(hello | nonce_s). */
+static void transcript(const uint8_t *hello, const uint8_t nonce_s[16], uint8_t out[32])
+{
+	sha256_ctx c;
+
+	sha256_init(&c);
+	sha256_update(&c, hello, HELLO_LEN);
+	sha256_update(&c, nonce_s, 16);
+	sha256_final(&c, out);
+}
+
+/* tag: TAG(role) over msg, under the session key. */
+static void tag(const struct xconn *x, char role, const void *msg, size_t len, uint8_t out[32])
+{
+	uint8_t m[1 + SWIFT_XBUF];
+
+	m[0] = (uint8_t)role;
+	memcpy(m + 1, msg, len);
+	hmac_sha256(x->session, sizeof(x->session), m, 1 + len, out);
+}
+
+static void derive(struct xconn *x, const struct swift_xenv *e, const uint8_t *hello)
+{
+	const struct swift_key *k = &e->keys[x->key];
+
+	transcript(hello, x->nonce_s, x->transcript);
+	mac(k->key, k->len, 'K', x->transcript, 32, NULL, 0, x->session);
+}
+
+/* The state machines ------------------------------------------------------------- */
 
 static void queue(struct xconn *x, const void *p, size_t n)
 {
@@ -154,52 +310,10 @@ void swift_xconn_abort(struct xconn *x, const struct swift_xenv *e)
 {
 	int i;
 
-	for (i = 0; i < x->nrows; i++)
-		e->ops->destroy(e->ops->ctx, x->rows[i]);
+	if (!x->committed)
+		for (i = 0; i < x->nrows; i++)
+			e->ops->destroy(e->ops->ctx, x->rows[i]);
 	x->nrows = 0;
-}
-
-void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, int count, unsigned flags,
-			const struct swift_qpinfo *foreign, const uint32_t *replaces)
-{
-	uint8_t h[HELLO_LEN];
-	int i;
-
-	memset(x, 0, sizeof(*x));
-	x->client = 1;
-	x->peer = peer;
-	if (count < 1 || count > SWIFT_X_MAX) {
-		/* the callers never ask for more: fail rather than overrun */
-		snprintf(x->err, sizeof(x->err), "%d QPs in one exchange (1 to %d)", count, SWIFT_X_MAX);
-		x->status = EINVAL;
-		x->step = X_FLUSH;
-		return;
-	}
-	x->count = count;
-	x->flags = flags;
-	x->foreign = foreign != NULL;
-	if (foreign)
-		memcpy(x->local, foreign, sizeof(x->local[0]) * (size_t)count);
-	for (i = 0; replaces && i < count; i++)
-		x->replaces[i] = replaces[i];
-	if (getrandom(x->nonce_i, sizeof(x->nonce_i), 0) != sizeof(x->nonce_i))
-		memset(x->nonce_i, 0, sizeof(x->nonce_i)); /* refused below */
-	memset(h, 0, sizeof(h));
-	memcpy(h, XMAGIC, 8);
-	memcpy(h + 8, e->cfg->tenant, strnlen(e->cfg->tenant, SWIFT_NAME_MAX - 1));
-	memcpy(h + 8 + SWIFT_NAME_MAX, e->cfg->name, strnlen(e->cfg->name, SWIFT_NAME_MAX - 1));
-	memcpy(h + 8 + 2 * SWIFT_NAME_MAX, x->nonce_i, 16);
-	put32(h + 8 + 2 * SWIFT_NAME_MAX + 16, flags);
-	put32(h + 8 + 2 * SWIFT_NAME_MAX + 20, (uint32_t)count);
-	queue(x, h, sizeof(h));
-	expect(x, X_CHAL, CHAL_LEN);
-}
-
-void swift_xconn_server(struct xconn *x)
-{
-	memset(x, 0, sizeof(*x));
-	x->peer = -1;
-	expect(x, X_HELLO, HELLO_LEN);
 }
 
 static int fail(struct xconn *x, const struct swift_xenv *e, int status, const char *fmt, ...)
@@ -216,72 +330,164 @@ static int fail(struct xconn *x, const struct swift_xenv *e, int status, const c
 	return XC_FAIL;
 }
 
-/* refuse: the server tells the initiator why, then closes. */
-static int refuse(struct xconn *x, const struct swift_xenv *e, int status)
+void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, int count, unsigned flags,
+			const struct swift_qpinfo *foreign, const uint32_t *replaces)
 {
-	uint8_t r[REPLY_LEN];
+	uint8_t h[HELLO_LEN];
+	int i;
+
+	memset(x, 0, sizeof(*x));
+	x->client = 1;
+	x->peer = peer;
+	if (count < 1 || count > SWIFT_X_MAX || e->nkeys < 1) {
+		/* the callers never ask for more: fail rather than overrun */
+		snprintf(x->err, sizeof(x->err), "%d QPs in one exchange (1 to %d), %d keys", count, SWIFT_X_MAX,
+			 e->nkeys);
+		x->status = EINVAL;
+		x->step = X_FLUSH;
+		return;
+	}
+	x->count = count;
+	x->flags = flags;
+	x->key = 0; /* the newest key dials */
+	x->foreign = foreign != NULL;
+	if (foreign)
+		memcpy(x->local, foreign, sizeof(x->local[0]) * (size_t)count);
+	for (i = 0; replaces && i < count; i++)
+		x->replaces[i] = replaces[i];
+	if (getrandom(x->nonce_i, sizeof(x->nonce_i), 0) != sizeof(x->nonce_i))
+		memset(x->nonce_i, 0, sizeof(x->nonce_i));
+	memset(h, 0, sizeof(h));
+	memcpy(h, XMAGIC, 8);
+	put_name(h + OFF_TENANT, SWIFT_NAME_MAX, e->cfg->tenant);
+	put_name(h + OFF_FROM, SWIFT_NAME_MAX, e->cfg->name);
+	put_name(h + OFF_TO, SWIFT_NAME_MAX, e->cfg->peers[peer].name);
+	put_name(h + OFF_KEYID, SWIFT_KEY_ID_MAX, e->keys[0].id);
+	memcpy(h + OFF_NONCE, x->nonce_i, 16);
+	put32(h + OFF_FLAGS, flags);
+	put32(h + OFF_COUNT, (uint32_t)count);
+	/* the hello is kept: the transcript covers it */
+	memcpy(x->hello, h, HELLO_LEN);
+	queue(x, h, sizeof(h));
+	expect(x, X_CHAL, CHAL_LEN);
+}
+
+void swift_xconn_server(struct xconn *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->peer = -1;
+	expect(x, X_HELLO, HELLO_LEN);
+}
+
+/* refuse: the server answers a refusal (tagged once a session key
+ * exists), then closes. */
+static int refuse(struct xconn *x, const struct swift_xenv *e, int status, int tagged)
+{
+	uint8_t r[REPLY_LEN + MAC_LEN];
 
 	swift_xconn_abort(x, e);
 	put32(r, (uint32_t)status);
 	put32(r + 4, 0);
+	if (tagged)
+		tag(x, 'R', r, REPLY_LEN, r + REPLY_LEN);
+	else
+		memset(r + REPLY_LEN, 0, MAC_LEN);
 	queue(x, r, sizeof(r));
 	x->status = status;
 	return finish(x, 0);
 }
 
-static int server_advance(struct xconn *x, const struct swift_xenv *e, const char *addr)
+/* decoy: a challenge whose proof proves nothing, for a hello the server
+ * will not serve: the initiator learns nothing (its check fails), and no
+ * proof of ours was computed for it. */
+static int decoy(struct xconn *x)
 {
+	uint8_t ch[CHAL_LEN];
+
+	if (getrandom(ch, sizeof(ch), 0) != sizeof(ch))
+		memset(ch, 0, sizeof(ch));
+	queue(x, ch, sizeof(ch));
+	x->refused = 1;
+	x->status = EACCES;
+	return finish(x, 0);
+}
+
+static int server_advance(struct xconn *x, const struct swift_xenv *e)
+{
+	uint8_t want[32], ch[CHAL_LEN], r[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
 	char t[96], f[96];
-	uint8_t want[32], ch[CHAL_LEN], r[REPLY_LEN], q[QPINFO_LEN];
 	uint32_t n;
 	int i;
 
-	(void)addr;
 	switch (x->step) {
 	case X_HELLO:
 		if (memcmp(x->in, XMAGIC, 8))
 			return fail(x, e, EPROTO, "bad hello (not %s)", XMAGIC);
-		if (get_name(x->in + 8, x->tenant) || get_name(x->in + 8 + SWIFT_NAME_MAX, x->from)) {
+		if (get_name(x->in + OFF_TENANT, SWIFT_NAME_MAX, x->tenant) ||
+		    get_name(x->in + OFF_FROM, SWIFT_NAME_MAX, x->from) ||
+		    get_name(x->in + OFF_TO, SWIFT_NAME_MAX, x->to) ||
+		    get_name(x->in + OFF_KEYID, SWIFT_KEY_ID_MAX, x->keyid)) {
 			x->from[0] = 0;
-			swift_esc((const char *)x->in + 8, SWIFT_NAME_MAX, t, sizeof(t));
-			swift_esc((const char *)x->in + 8 + SWIFT_NAME_MAX, SWIFT_NAME_MAX, f, sizeof(f));
-			return fail(x, e, EPROTO, "bad hello: tenant \"%s\" or name \"%s\" is not a printable name", t, f);
+			swift_esc((const char *)x->in + OFF_TENANT, SWIFT_NAME_MAX, t, sizeof(t));
+			swift_esc((const char *)x->in + OFF_FROM, SWIFT_NAME_MAX, f, sizeof(f));
+			return fail(x, e, EPROTO, "bad hello: tenant \"%s\", name \"%s\", the name dialed or the key id "
+						  "is not a printable name", t, f);
 		}
-		memcpy(x->nonce_i, x->in + 8 + 2 * SWIFT_NAME_MAX, 16);
-		x->flags = get32(x->in + 8 + 2 * SWIFT_NAME_MAX + 16);
-		n = get32(x->in + 8 + 2 * SWIFT_NAME_MAX + 20);
+		memcpy(x->nonce_i, x->in + OFF_NONCE, 16);
+		x->flags = get32(x->in + OFF_FLAGS);
+		n = get32(x->in + OFF_COUNT);
 		if ((x->flags & ~SWIFT_X_FLAGS) || ((x->flags & SWIFT_X_HELD) && (x->flags & ~SWIFT_X_HELD)) ||
-		    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & SWIFT_X_INITIAL)) || n < 1 || n > SWIFT_X_MAX)
+		    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & (SWIFT_X_INITIAL | SWIFT_X_LINK))) || n < 1 ||
+		    n > SWIFT_X_MAX)
 			return fail(x, e, EPROTO, "bad hello: flags %#x or count %u out of range", x->flags, n);
 		x->count = (int)n;
+		memcpy(x->hello, x->in, HELLO_LEN);
 		if (getrandom(x->nonce_s, sizeof(x->nonce_s), 0) != sizeof(x->nonce_s))
 			return fail(x, e, EIO, "getrandom: %s", strerror(errno));
-		/* prove our key only for our own tenant; a stranger gets a useless MAC */
-		memcpy(ch, x->nonce_s, 16);
-		mac(e, 'S', x->nonce_i, x->nonce_s, e->cfg->tenant, x->from, ch + 16);
-		queue(x, ch, sizeof(ch));
-		expect(x, X_AUTH, AUTH_LEN);
-		return XC_MORE;
-	case X_AUTH:
-		mac(e, 'I', x->nonce_s, x->nonce_i, e->cfg->tenant, x->from, want);
-		if (strcmp(x->tenant, e->cfg->tenant) || !swift_mac_equal(x->in, want)) {
-			x->refused = 1;
+		/* what this zygote will not serve is refused here, with a
+		 * challenge that proves nothing */
+		if (strcmp(x->tenant, e->cfg->tenant)) {
 			snprintf(x->err, sizeof(x->err), "claims tenant %s, failed authentication for tenant %s", x->tenant,
 				 e->cfg->tenant);
-			return refuse(x, e, EACCES);
+			return decoy(x);
+		}
+		if (strcmp(x->to, e->cfg->name)) {
+			snprintf(x->err, sizeof(x->err), "dialed zygote %s, this is %s", x->to, e->cfg->name);
+			return decoy(x);
+		}
+		x->key = find_key(e, x->keyid);
+		if (x->key < 0) {
+			snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
+							 "another node's local key)", x->tenant, x->keyid);
+			return decoy(x);
 		}
 		x->peer = swift_find_peer(e->cfg, x->from);
 		if (x->peer < 0) {
-			snprintf(x->err, sizeof(x->err), "not in this zygote's peer list (tenant %s)", x->tenant);
-			return refuse(x, e, EPERM);
+			snprintf(x->err, sizeof(x->err), "tenant %s: not in this zygote's peer list", x->tenant);
+			return decoy(x);
 		}
-		expect(x, X_QPS, (size_t)x->count * QPINFO_LEN);
+		derive(x, e, x->hello);
+		memcpy(ch, x->nonce_s, 16);
+		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 16);
+		queue(x, ch, sizeof(ch));
+		expect(x, X_AUTH, MAC_LEN + (size_t)x->count * QPINFO_LEN + MAC_LEN);
 		return XC_MORE;
-	case X_QPS:
+	case X_AUTH:
+		mac(e->keys[x->key].key, e->keys[x->key].len, 'I', x->transcript, 32, NULL, 0, want);
+		if (!swift_mac_equal(x->in, want)) {
+			x->refused = 1;
+			snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
+			return refuse(x, e, EACCES, 0);
+		}
+		tag(x, 'Q', x->in + MAC_LEN, (size_t)x->count * QPINFO_LEN, want);
+		if (!swift_mac_equal(x->in + MAC_LEN + (size_t)x->count * QPINFO_LEN, want)) {
+			snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
+			return refuse(x, e, EBADMSG, 1);
+		}
 		for (i = 0; i < x->count; i++)
-			if (get_qpinfo(x->in + (size_t)i * QPINFO_LEN, &x->remote[i])) {
+			if (get_qpinfo(x->in + MAC_LEN + (size_t)i * QPINFO_LEN, &x->remote[i])) {
 				snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
-				return refuse(x, e, EPROTO);
+				return refuse(x, e, EPROTO, 1);
 			}
 		for (i = 0; i < x->count; i++)
 			if (x->remote[i].replaces && e->ops->replaced)
@@ -290,21 +496,31 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e, const cha
 			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
 
 			if (row < 0)
-				return refuse(x, e, errno ? errno : EIO);
+				return refuse(x, e, errno ? errno : EIO, 1);
 			x->rows[x->nrows++] = row;
 			if (e->ops->connect(e->ops->ctx, row, &x->remote[i])) {
 				snprintf(x->err, sizeof(x->err), "connect QP: %s", strerror(errno));
-				return refuse(x, e, errno ? errno : EIO);
+				return refuse(x, e, errno ? errno : EIO, 1);
 			}
 		}
 		put32(r, 0);
 		put32(r + 4, (uint32_t)x->count);
-		queue(x, r, sizeof(r));
-		for (i = 0; i < x->count; i++) {
-			put_qpinfo(q, &x->local[i]);
-			queue(x, q, sizeof(q));
-		}
-		return finish(x, (x->flags & SWIFT_X_HELD) != 0);
+		for (i = 0; i < x->count; i++)
+			put_qpinfo(r + REPLY_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
+		n = REPLY_LEN + (uint32_t)x->count * QPINFO_LEN;
+		tag(x, 'R', r, n, r + n);
+		queue(x, r, n + MAC_LEN);
+		expect(x, X_CONFIRM, MAC_LEN);
+		return XC_MORE;
+	case X_CONFIRM:
+		tag(x, 'C', "", 0, want);
+		if (!swift_mac_equal(x->in, want))
+			return fail(x, e, EBADMSG, "tenant %s: the confirmation was changed in transit", x->tenant);
+		/* the initiator has connected its side: ours are kept */
+		x->committed = 1;
+		tag(x, 'A', "", 0, want);
+		queue(x, want, MAC_LEN);
+		return finish(x, (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) != 0);
 	default:
 		return fail(x, e, EPROTO, "unexpected input");
 	}
@@ -313,23 +529,22 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e, const cha
 static int client_advance(struct xconn *x, const struct swift_xenv *e)
 {
 	const struct swift_peer *p = &e->cfg->peers[x->peer];
-	uint8_t auth[AUTH_LEN], want[32], q[QPINFO_LEN];
+	const struct swift_key *k = &e->keys[x->key];
+	uint8_t want[32], m[MAC_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
+	size_t n;
 	int i;
 
 	switch (x->step) {
 	case X_CHAL:
 		memcpy(x->nonce_s, x->in, 16);
-		/* our proof goes first, so a server of another tenant can log
-		 * the refusal; our QPs go only to a server that proved the key */
-		mac(e, 'I', x->nonce_s, x->nonce_i, e->cfg->tenant, e->cfg->name, auth);
-		queue(x, auth, sizeof(auth));
-		mac(e, 'S', x->nonce_i, x->nonce_s, e->cfg->tenant, e->cfg->name, want);
+		derive(x, e, x->hello);
+		/* the server proves the key, its name and our hello first: a
+		 * server that cannot gets nothing of ours */
+		mac(k->key, k->len, 'S', x->transcript, 32, NULL, 0, want);
 		if (!swift_mac_equal(x->in + 16, want)) {
 			x->refused = 1;
-			x->status = EACCES;
-			snprintf(x->err, sizeof(x->err), "peer %s failed authentication (not tenant %s)", p->name,
-				 e->cfg->tenant);
-			return finish(x, 0);
+			return fail(x, e, EACCES, "peer %s failed authentication (not tenant %s with key %s, or not zygote %s)",
+				    p->name, e->cfg->tenant, k->id, p->name);
 		}
 		for (i = 0; !x->foreign && i < x->count; i++) {
 			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
@@ -341,36 +556,58 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 			}
 			x->rows[x->nrows++] = row;
 		}
+		mac(k->key, k->len, 'I', x->transcript, 32, NULL, 0, m);
 		for (i = 0; i < x->count; i++) {
 			x->local[i].replaces = x->replaces[i];
-			put_qpinfo(q, &x->local[i]);
-			queue(x, q, sizeof(q));
+			put_qpinfo(m + MAC_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
 		}
+		n = (size_t)x->count * QPINFO_LEN;
+		tag(x, 'Q', m + MAC_LEN, n, m + MAC_LEN + n);
+		queue(x, m, MAC_LEN + n + MAC_LEN);
 		expect(x, X_REPLY, REPLY_LEN);
 		return XC_MORE;
 	case X_REPLY:
 		x->status = (int)get32(x->in);
 		if (x->status) {
+			/* a refusal: its tag follows, but nothing is acted on */
 			x->refused = x->status == EACCES || x->status == EPERM;
-			swift_xconn_abort(x, e);
-			snprintf(x->err, sizeof(x->err), "peer %s refused: %s", p->name,
-				 x->status < 4096 ? strerror(x->status) : "unknown status");
-			return XC_FAIL;
+			return fail(x, e, x->status, "peer %s refused: %s", p->name,
+				    x->status < 4096 ? strerror(x->status) : "unknown status");
 		}
 		if (get32(x->in + 4) != (uint32_t)x->count)
 			return fail(x, e, EPROTO, "peer %s answered with another QP count", p->name);
-		expect(x, X_THEIRS, (size_t)x->count * QPINFO_LEN);
+		memcpy(x->reply, x->in, REPLY_LEN);
+		expect(x, X_THEIRS, (size_t)x->count * QPINFO_LEN + MAC_LEN);
 		return XC_MORE;
 	case X_THEIRS:
+		n = (size_t)x->count * QPINFO_LEN;
+		memcpy(m, x->reply, REPLY_LEN);
+		memcpy(m + REPLY_LEN, x->in, n);
+		tag(x, 'R', m, REPLY_LEN + n, want);
+		if (!swift_mac_equal(x->in + n, want))
+			return fail(x, e, EBADMSG, "peer %s: its QPs were changed in transit (tag mismatch)", p->name);
 		for (i = 0; i < x->count; i++)
 			if (get_qpinfo(x->in + (size_t)i * QPINFO_LEN, &x->remote[i]))
 				return fail(x, e, EPROTO, "peer %s sent a QP number or PSN out of range", p->name);
 		for (i = 0; !x->foreign && i < x->count; i++)
 			if (e->ops->connect(e->ops->ctx, x->rows[i], &x->remote[i]))
 				return fail(x, e, errno ? errno : EIO, "connect QP to %s: %s", p->name, strerror(errno));
-		x->step = (x->flags & SWIFT_X_HELD) ? X_HELDOPEN : (enum xstep)0;
+		tag(x, 'C', "", 0, want);
+		queue(x, want, MAC_LEN);
+		expect(x, X_ACK, MAC_LEN);
+		return XC_MORE;
+	case X_ACK:
+		tag(x, 'A', "", 0, want);
+		if (!swift_mac_equal(x->in, want))
+			return fail(x, e, EBADMSG, "peer %s: its acknowledgement was changed in transit", p->name);
+		x->committed = 1;
 		x->want = x->inlen = 0;
-		return (x->flags & SWIFT_X_HELD) ? XC_HELD : XC_DONE;
+		if (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) {
+			x->step = X_HELDOPEN;
+			return XC_HELD;
+		}
+		x->step = (enum xstep)0;
+		return XC_DONE;
 	default:
 		return fail(x, e, EPROTO, "unexpected input from %s", p->name);
 	}
@@ -378,9 +615,10 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 
 int swift_xconn_advance(struct xconn *x, const struct swift_xenv *e, const char *addr)
 {
+	(void)addr;
 	if (x->inlen != x->want || x->want == 0)
 		return XC_MORE;
-	return x->client ? client_advance(x, e) : server_advance(x, e, addr);
+	return x->client ? client_advance(x, e) : server_advance(x, e);
 }
 
 int swift_dial(uint32_t addr, int port, int nonblock)
@@ -447,8 +685,16 @@ int swift_xconn_run(int fd, struct xconn *x, const struct swift_xenv *e, int tim
 		}
 		x->inlen += (size_t)n;
 		rc = swift_xconn_advance(x, e, "");
-		if (rc != XC_MORE)
-			return rc;
+		if (rc == XC_MORE)
+			continue;
+		/* the last message out (the confirmation) before returning */
+		while (rc != XC_FAIL && x->outoff < x->outlen) {
+			n = send(fd, x->out + x->outoff, x->outlen - x->outoff, MSG_NOSIGNAL);
+			if (n <= 0)
+				break;
+			x->outoff += (size_t)n;
+		}
+		return rc;
 	}
 io:
 	snprintf(x->err, sizeof(x->err), "exchange with %s: %s", e->cfg->peers[x->peer].name, strerror(errno));

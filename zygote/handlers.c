@@ -207,9 +207,10 @@ static int h_pingpong(struct swift_fn *fn, int argc, char **argv)
 	}
 	swift_flush(fn, q, 1000);
 	qsort(rtt, (size_t)(i > 0 ? i : 1), sizeof(*rtt), cmp_u64);
-	printf("pingpong: sent %ld, verified %ld, size %zu, rtt median %.1f us, total %.1f ms, qpn %u -> %u\n",
+	printf("pingpong: sent %ld, verified %ld, size %zu, rtt median %.1f us p99 %.1f us, total %.1f ms, qpn %u -> %u\n",
 	       i, verified, size, i > 0 ? (double)rtt[i / 2] / 1000.0 : 0.0,
-	       (double)(now_ns() - t0) / 1e6, q->qp->qp_num, q->remote_qpn);
+	       i > 0 ? (double)rtt[(i * 99) / 100] / 1000.0 : 0.0, (double)(now_ns() - t0) / 1e6, q->qp->qp_num,
+	       q->remote_qpn);
 	free(rtt);
 	free(want);
 	return verified == count ? 0 : 1;
@@ -253,7 +254,7 @@ static int h_bw(struct swift_fn *fn, int argc, char **argv)
 	if (!rc)
 		rc = swift_flush(fn, fn->qp[0], 10000);
 	s = (double)(now_ns() - t0) / 1e9;
-	printf("bw: %ld messages of %zu bytes in %.3f s: %.1f MB/s\n", i, size + HDR, s,
+	printf("bw: %ld messages of %zu bytes in %.3f s: %.0f msg/s, %.1f MB/s\n", i, size + HDR, s, (double)i / s,
 	       (double)i * (double)(size + HDR) / s / 1e6);
 	return rc ? 1 : 0;
 }

@@ -131,7 +131,7 @@ static int from_function(struct zygote *z, pid_t sender)
 
 	if (sid < 0)
 		return 1; /* gone already: it cannot be told apart, so not trusted */
-	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+	for (i = 0; i < z->child_hwm; i++)
 		if (z->children[i].state != CH_FREE && z->children[i].pid == sid)
 			return 1;
 	return 0;
@@ -201,7 +201,7 @@ void swift_reap(struct zygote *z)
 			z->entry_pid = -1;
 			continue;
 		}
-		for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+		for (i = 0; i < z->child_hwm; i++)
 			if (z->children[i].state == CH_RUNNING && z->children[i].pid == pid) {
 				child_exited(z, i, wstatus);
 				break;
@@ -326,6 +326,8 @@ static void release(struct zygote *z, int slot)
 	c->nrows = 0;
 	c->state = CH_FREE;
 	c->pid = 0;
+	while (z->child_hwm > 0 && z->children[z->child_hwm - 1].state == CH_FREE)
+		z->child_hwm--;
 	z->status_dirty = 1;
 }
 
@@ -347,7 +349,7 @@ void swift_child_tick(struct zygote *z, int slot, uint64_t now)
 		return;
 	/* a live function with the same pid means the old session ended
 	 * and its number was given out again */
-	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+	for (i = 0; i < z->child_hwm; i++)
 		if (i != slot && z->children[i].state == CH_RUNNING && z->children[i].pid == c->pid) {
 			release(z, slot);
 			return;
@@ -379,7 +381,7 @@ void swift_kill_all(struct zygote *z)
 {
 	int i;
 
-	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+	for (i = 0; i < z->child_hwm; i++)
 		if (z->children[i].state != CH_FREE)
 			swift_leftovers(z, i, 1);
 }

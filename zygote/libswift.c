@@ -48,32 +48,57 @@ static int poll_once(struct swift_qp *q)
 	return bad ? -EIO : n;
 }
 
-uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q)
+/* relay_flush hands the zygote the operations queued so far, in one
+ * message. */
+static int relay_flush(struct swift_fn *fn)
 {
-	return q->slice + (size_t)(SWIFT_RECV_SLOTS + q->next_send % SWIFT_SEND_SLOTS) * fn->msg_size;
-}
+	uint32_t m[2 + 4 * SWIFT_PEND_MAX];
+	size_t len = 8 + 16 * (size_t)fn->npend;
+	ssize_t sent;
 
-/* relay_flush sends the zygote the receive re-posts queued so far, and one
- * more operation when op is not NULL, in one message. */
-static int relay_flush(struct swift_fn *fn, const uint32_t *op)
-{
-	uint32_t m[2 + 4 * (SWIFT_RECV_SLOTS + 1)];
-	uint32_t n = fn->npend + (op ? 1 : 0);
-	size_t len = 8 + 16 * (size_t)n;
-
-	if (!n)
+	if (!fn->npend)
 		return 0;
 	m[0] = SWIFT_RELAY_OPS;
-	m[1] = n;
+	m[1] = fn->npend;
 	memcpy(m + 2, fn->pend, 16 * (size_t)fn->npend);
-	if (op)
-		memcpy(m + 2 + 4 * fn->npend, op, 16);
-	ssize_t sent = send(fn->relay_fd, m, len, MSG_NOSIGNAL);
-
+	sent = send(fn->relay_fd, m, len, MSG_NOSIGNAL);
 	if (sent != (ssize_t)len)
 		return sent < 0 && errno ? errno : EIO;
 	fn->npend = 0;
 	return 0;
+}
+
+/* wait_slot waits until the next send slot is free (its earlier send
+ * completed): relaying, a full window drains by half, so that the sends
+ * that follow go to the zygote together. */
+static int wait_slot(struct swift_fn *fn, struct swift_qp *q)
+{
+	uint32_t low = fn->relay ? SWIFT_SEND_SLOTS / 2 : SWIFT_SEND_SLOTS - 1;
+
+	if (q->sends_out < SWIFT_SEND_SLOTS)
+		return 0;
+	/* the buffers given back so far go to the zygote first, so that the
+	 * peer, which may wait for them to send what completes ours, is never
+	 * held up */
+	if (fn->npend && relay_flush(fn))
+		return EIO;
+	while (q->sends_out > low) {
+		int n = poll_once(q);
+
+		if (n < 0)
+			return EIO;
+		if (n == 0)
+			sched_yield();
+	}
+	return 0;
+}
+
+uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q)
+{
+	/* the buffer is the caller's once its slot's earlier send is done;
+	 * an error shows at swift_send */
+	wait_slot(fn, q);
+	return q->slice + (size_t)(SWIFT_RECV_SLOTS + q->next_send % SWIFT_SEND_SLOTS) * fn->msg_size;
 }
 
 int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
@@ -85,23 +110,22 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len)
 
 	if (len > fn->msg_size)
 		return EMSGSIZE;
-	/* a slot is free again once its earlier send completed; the buffers
-	 * given back so far go to the zygote first, so that the peer, which may
-	 * wait for them to send what completes ours, is never held up */
-	if (q->sends_out >= SWIFT_SEND_SLOTS && fn->npend && relay_flush(fn, NULL))
-		return EIO;
-	while (q->sends_out >= SWIFT_SEND_SLOTS) {
-		int n = poll_once(q);
-
-		if (n < 0)
-			return EIO;
-		if (n == 0)
-			sched_yield();
-	}
+	if ((rc = wait_slot(fn, q)))
+		return rc;
 	if (fn->relay) {
-		uint32_t op[4] = {SWIFT_OP_SEND, q->index, slot, (uint32_t)len};
+		/* nothing in flight: this one goes at once (a request, an
+		 * answer); a stream is handed over in batches */
+		int now = q->sends_out == 0;
+		uint32_t *p;
 
-		rc = relay_flush(fn, op);
+		if (fn->npend == SWIFT_PEND_MAX && relay_flush(fn))
+			return EIO;
+		p = fn->pend[fn->npend++];
+		p[0] = SWIFT_OP_SEND;
+		p[1] = q->index;
+		p[2] = slot;
+		p[3] = (uint32_t)len;
+		rc = now ? relay_flush(fn) : 0;
 	} else {
 		sge.addr = (uintptr_t)swift_send_buf(fn, q);
 		sge.length = (uint32_t)len;
@@ -125,7 +149,7 @@ int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms)
 {
 	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 
-	if (fn->relay && relay_flush(fn, NULL))
+	if (fn->relay && relay_flush(fn))
 		return EIO;
 	while (q->sends_out > 0) {
 		int n = poll_once(q);
@@ -171,7 +195,7 @@ int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
 		}
 		/* nothing ready: the receive buffers given back go to the
 		 * zygote now, before waiting */
-		if (fn->npend && relay_flush(fn, NULL))
+		if (fn->npend && relay_flush(fn))
 			return EIO;
 		if (timeout_ms >= 0 && now_ms() > deadline)
 			return ETIMEDOUT;
@@ -199,10 +223,12 @@ int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot)
 	if (slot >= SWIFT_RECV_SLOTS)
 		return EINVAL;
 	if (fn->relay) {
-		/* queued; it goes with the next send, or before the next wait */
+		/* queued; it goes with the next send, before the next wait, or
+		 * once half a ring's worth is queued (a receiver that never
+		 * waits still keeps the sender out of receiver-not-ready) */
 		uint32_t *p;
 
-		if (fn->npend == SWIFT_RECV_SLOTS && (rc = relay_flush(fn, NULL)))
+		if (fn->npend == SWIFT_PEND_MAX && (rc = relay_flush(fn)))
 			return rc;
 		p = fn->pend[fn->npend++];
 		p[0] = SWIFT_OP_RECV;
@@ -210,7 +236,7 @@ int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot)
 		p[2] = (uint32_t)slot;
 		p[3] = 0;
 		q->recv_posted |= 1u << slot;
-		return 0;
+		return fn->npend >= SWIFT_RECV_SLOTS / 2 ? relay_flush(fn) : 0;
 	}
 	rc = ibv_post_recv(q->qp, &wr, &bad);
 	if (!rc)
@@ -225,3 +251,10 @@ const struct swift_ops swift_default_ops = {
 	.recv_done = swift_recv_done,
 	.flush = swift_flush,
 };
+
+/* swift_fn_end hands the zygote what the function queued (its handler
+ * returned). */
+int swift_fn_end(struct swift_fn *fn)
+{
+	return fn->relay ? relay_flush(fn) : 0;
+}

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ static void evict(struct zygote *z, enum conn_kind kind, uint32_t source)
 	int max = kind == C_CTL ? SWIFT_CTL_PENDING_MAX : SWIFT_X_PENDING_MAX;
 	int i, nsrc = 0, nall = 0, old_src = -1, old_all = -1;
 
-	for (i = 0; i < SWIFT_MAX_CONNS; i++) {
+	for (i = 0; i < z->conn_hwm; i++) {
 		struct conn *c = &z->conns[i];
 
 		if (c->kind != kind || !pending(c))
@@ -75,6 +76,8 @@ int swift_conn_new(struct zygote *z, enum conn_kind kind, int fd, uint32_t sourc
 	}
 	z->conns[i].kind = kind;
 	z->conns[i].fd = fd;
+	if (i >= z->conn_hwm)
+		z->conn_hwm = i + 1;
 	z->conns[i].source = source;
 	z->conns[i].opened_us = swift_now_us();
 	z->conns[i].deadline_us = deadline_us;
@@ -88,11 +91,77 @@ static void release_waiting_rows(struct zygote *z, int ci)
 {
 	int i;
 
-	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++)
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++)
 		if (z->dev.rows[i].state == ROW_ASSIGNED && z->dev.rows[i].owner == -2 - ci) {
 			z->dev.rows[i].state = ROW_FREE;
 			z->dev.rows[i].owner = -1;
 		}
+}
+
+/* link_down tears down everything between us and peer once the link in
+ * conn ci (the peer's current link) is gone. */
+static void link_down(struct zygote *z, int peer, int ci)
+{
+	struct swift_peer *p;
+	int i;
+
+	if (peer < 0 || peer >= z->cfg.npeers)
+		return;
+	p = &z->cfg.peers[peer];
+	if (p->link != ci || z->conns[ci].gen != p->link_gen)
+		return; /* an old link, replaced already */
+	p->link = -1;
+	p->connected = 0;
+	p->initial_done = 0;
+	p->next_try_us = 0;
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++) {
+		struct pool_row *r = &z->dev.rows[i];
+
+		if (r->state == ROW_EMPTY || r->peer != peer || r->state == ROW_HELD)
+			continue;
+		if (r->state == ROW_ASSIGNED || r->state == ROW_RECLAIM)
+			r->retire = 1; /* its function keeps it until it ends */
+		else if (r->state != ROW_PENDING)
+			swift_row_destroy(&z->dev, i);
+	}
+	zlog(z, "link with peer %s closed: its QPs are gone%s", p->name,
+	     strcmp(z->cfg.name, p->name) < 0 ? "; dialing it again" : "; waiting for it to dial");
+	z->status_dirty = 1;
+}
+
+/* keepalive makes the link of a peer that is gone without a word (its node
+ * off the network) fail within 13 s: probes after 5 s of quiet, then every
+ * 2 s, 4 unanswered. A peer that restarts closes or resets the link at
+ * once; a link that drops for a few seconds keeps its pool (the QPs do not
+ * notice a quiet outage). */
+static void keepalive(int fd)
+{
+	int one = 1, idle = 5, intvl = 2, cnt = 4;
+	unsigned int user = 13000;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
+}
+
+/* set_link makes conn ci peer's link, closing an older one. */
+static void set_link(struct zygote *z, int peer, int ci)
+{
+	struct swift_peer *p = &z->cfg.peers[peer];
+
+	if (p->link >= 0 && p->link != ci && z->conns[p->link].gen == p->link_gen &&
+	    z->conns[p->link].kind == C_XCHG) {
+		int old = p->link;
+
+		p->link = -1; /* replaced: closing it tears nothing down */
+		swift_conn_close(z, old);
+	}
+	p->link = ci;
+	p->link_gen = z->conns[ci].gen;
+	z->conns[ci].deadline_us = 0;
+	keepalive(z->conns[ci].fd);
 }
 
 void swift_conn_close(struct zygote *z, int ci)
@@ -112,7 +181,11 @@ void swift_conn_close(struct zygote *z, int ci)
 	if (c->kind == C_XCHG) {
 		struct xconn *x = &c->x;
 
-		if (!x->client && x->step == X_HELDOPEN) {
+		if (x->step == X_HELDOPEN && (x->flags & SWIFT_X_LINK)) {
+			/* the link between the two zygotes is gone: so is every QP
+			 * between them; the builder dials again */
+			link_down(z, x->peer, ci);
+		} else if (!x->client && x->step == X_HELDOPEN) {
 			/* a peer's function ended: our side of its QPs goes */
 			for (i = 0; i < x->nrows; i++)
 				swift_row_destroy(&z->dev, x->rows[i]);
@@ -121,7 +194,7 @@ void swift_conn_close(struct zygote *z, int ci)
 		} else if (x->step != X_HELDOPEN) {
 			swift_xconn_abort(x, &z->xenv);
 		}
-		if (c->purpose == P_POOL && c->x.peer >= 0)
+		if (c->purpose == P_POOL && c->x.peer >= 0 && c->x.step != X_HELDOPEN)
 			z->cfg.peers[c->x.peer].dialing = 0;
 		/* a rebuild that did not finish: its broken rows wait for the next */
 		for (i = 0; i < c->nreplacing; i++)
@@ -139,6 +212,8 @@ void swift_conn_close(struct zygote *z, int ci)
 	c->kind = C_FREE;
 	c->fd = -1;
 	c->gen++;
+	while (z->conn_hwm > 0 && z->conns[z->conn_hwm - 1].kind == C_FREE)
+		z->conn_hwm--;
 }
 
 /* ---- row operations for the exchange --------------------------------------- */
@@ -170,7 +245,7 @@ static void op_replaced(void *ctx, int peer, uint32_t qpn)
 	struct zygote *z = ctx;
 	int i;
 
-	for (i = 0; i < SWIFT_MAX_QPS; i++) {
+	for (i = 0; i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &z->dev.rows[i];
 
 		if (r->peer != peer || r->qpn != qpn)
@@ -190,8 +265,8 @@ void swift_rowops_init(struct zygote *z)
 	z->rowops.destroy = op_destroy;
 	z->rowops.replaced = op_replaced;
 	z->xenv.cfg = &z->cfg;
-	z->xenv.key = z->key;
-	z->xenv.key_len = z->key_len;
+	z->xenv.keys = z->keys;
+	z->xenv.nkeys = z->nkeys;
 	z->xenv.ops = &z->rowops;
 }
 
@@ -291,7 +366,17 @@ int swift_dial_peer(struct zygote *z, int peer, enum conn_purpose purpose, int c
 		errno = EMFILE;
 		return -1;
 	}
-	swift_xconn_client(&z->conns[ci].x, &z->xenv, peer, count, flags, foreign, replaces);
+	if (!replaces && !foreign && p->nabandoned) {
+		/* QPs of the peer's we gave up on after it may have kept them */
+		uint32_t r[SWIFT_X_MAX] = {0};
+		int i, n = p->nabandoned < count ? p->nabandoned : count;
+
+		for (i = 0; i < n; i++)
+			r[i] = p->abandoned[--p->nabandoned];
+		swift_xconn_client(&z->conns[ci].x, &z->xenv, peer, count, flags, NULL, r);
+	} else {
+		swift_xconn_client(&z->conns[ci].x, &z->xenv, peer, count, flags, foreign, replaces);
+	}
 	z->conns[ci].x.step = X_CONNECTING;
 	z->conns[ci].purpose = purpose;
 	if (purpose == P_POOL)
@@ -305,16 +390,21 @@ static void peer_failed(struct zygote *z, int peer, const char *err, int refused
 {
 	struct swift_peer *p = &z->cfg.peers[peer];
 
+	/* a peer that is not there yet costs one SYN per try: keep trying
+	 * every second so a restarted node is found at once; one that refused
+	 * our key is asked again at most every 5 s */
+	int cap = refused ? 5000 : 1000, prev = p->backoff_ms;
+
 	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 100;
-	if (p->backoff_ms > 5000)
-		p->backoff_ms = 5000;
+	if (p->backoff_ms > cap)
+		p->backoff_ms = cap;
 	p->next_try_us = swift_now_us() + (uint64_t)p->backoff_ms * 1000;
 	if (refused) {
 		if (!p->refused)
 			zlog(z, "refused peer %s at %s:%d: it failed authentication for tenant %s", p->name, p->host,
 			     p->port, z->cfg.tenant);
 		p->refused = 1;
-	} else if (p->backoff_ms <= 200 || p->backoff_ms == 5000) {
+	} else if (p->backoff_ms <= 200 || (p->backoff_ms == cap && prev != cap)) {
 		zlog(z, "peer %s not connected (%s); retrying in %d ms", p->name, err, p->backoff_ms);
 	}
 	if (inet_addr(p->host) == INADDR_NONE)
@@ -335,6 +425,15 @@ static void xchg_failed(struct zygote *z, int ci, const char *why)
 		else
 			zlog(z, "refused a connection from %s: %s", c->addr, why);
 	} else {
+		/* we confirmed and heard nothing back: the peer may keep its side;
+		 * the next exchange tells it to drop those QPs */
+		if (x->step == X_ACK && !x->foreign && x->peer >= 0) {
+			struct swift_peer *p = &z->cfg.peers[x->peer];
+			int i;
+
+			for (i = 0; i < x->count && p->nabandoned < SWIFT_X_MAX; i++)
+				p->abandoned[p->nabandoned++] = x->remote[i].qpn;
+		}
 		switch (c->purpose) {
 		case P_POOL:
 		case P_REBUILD:
@@ -383,7 +482,7 @@ static void xchg_done(struct zygote *z, int ci, int held)
 
 		if (x->flags & SWIFT_X_INITIAL) {
 			/* the peer (re)started: its old QPs are gone, so are ours to it */
-			for (i = 0; i < SWIFT_MAX_QPS; i++) {
+			for (i = 0; i < z->dev.row_hwm; i++) {
 				struct pool_row *r = &z->dev.rows[i];
 				int j, ours = 0;
 
@@ -397,10 +496,10 @@ static void xchg_done(struct zygote *z, int ci, int held)
 					r->retire = 1;
 			}
 		}
-		if (held) {
+		if (held && (x->flags & SWIFT_X_HELD)) {
 			int n = 0;
 
-			for (i = 0; i < SWIFT_MAX_CONNS; i++)
+			for (i = 0; i < z->conn_hwm; i++)
 				n += z->conns[i].kind == C_XCHG && !z->conns[i].x.client &&
 				     z->conns[i].x.step == X_HELDOPEN && z->conns[i].x.peer == x->peer;
 			if (n >= SWIFT_HELD_PER_PEER) {
@@ -414,7 +513,7 @@ static void xchg_done(struct zygote *z, int ci, int held)
 		for (i = 0; i < x->nrows; i++) {
 			struct pool_row *r = &z->dev.rows[x->rows[i]];
 
-			if (held) {
+			if (x->flags & SWIFT_X_HELD) {
 				r->state = ROW_HELD;
 			} else if (x->flags & SWIFT_X_EPHEMERAL) {
 				r->state = ROW_HELD;
@@ -422,6 +521,15 @@ static void xchg_done(struct zygote *z, int ci, int held)
 			} else {
 				r->state = ROW_FREE;
 			}
+		}
+		if (x->flags & SWIFT_X_LINK) {
+			/* the builder's link: when it closes, every QP between us goes */
+			x->step = X_HELDOPEN;
+			set_link(z, x->peer, ci);
+			p->connected = 1;
+			swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+			zlog(z, "peer %s at %s: %d QP(s) connected; linked", from, c->addr, x->count);
+			return;
 		}
 		if (held) {
 			/* kept open: when it closes, the function is gone */
@@ -449,11 +557,16 @@ static void xchg_done(struct zygote *z, int ci, int held)
 		c->nreplacing = 0;
 		if (c->purpose == P_POOL) {
 			p->initial_done = 1;
-			zlog(z, "peer %s: %d QP(s) connected", p->name, x->count);
+			p->dialing = 0; /* a link stays open: the dial is over all the same */
+			zlog(z, "peer %s: %d QP(s) connected%s", p->name, x->count, held ? "; linked" : "");
 		}
 		p->backoff_ms = 0;
 		p->refused = 0;
 		x->nrows = 0;
+		if (held && (x->flags & SWIFT_X_LINK)) {
+			set_link(z, x->peer, ci);
+			return;
+		}
 		swift_conn_close(z, ci);
 		return;
 	case P_NEWDEST:
@@ -651,7 +764,7 @@ static void maintain(struct zygote *z, uint64_t now)
 	struct swift_dev *d = &z->dev;
 	int i, peer;
 
-	for (i = 0; i < SWIFT_MAX_QPS; i++) {
+	for (i = 0; i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &d->rows[i];
 
 		if (r->state == ROW_HELD && r->held_until_us && now > r->held_until_us) {
@@ -668,7 +781,7 @@ static void maintain(struct zygote *z, uint64_t now)
 		uint32_t replaces[SWIFT_X_MAX];
 		int rows[SWIFT_X_MAX], n = 0, ci;
 
-		for (i = 0; i < SWIFT_MAX_QPS && n < SWIFT_X_MAX; i++)
+		for (i = 0; i < d->row_hwm && n < SWIFT_X_MAX; i++)
 			if (d->rows[i].state == ROW_BROKEN && !d->rows[i].rebuilding && d->rows[i].peer == peer) {
 				replaces[n] = d->rows[i].remote.qpn;
 				rows[n++] = i;
@@ -705,7 +818,7 @@ static void try_peers(struct zygote *z, uint64_t now)
 		/* the side with the smaller name builds the pool, the other accepts */
 		if (p->dialing || strcmp(z->cfg.name, p->name) >= 0 || z->cfg.pool == 0 || now < p->next_try_us)
 			continue;
-		for (row = 0; row < SWIFT_MAX_QPS; row++)
+		for (row = 0; row < z->dev.row_hwm; row++)
 			have += z->dev.rows[row].state != ROW_EMPTY && z->dev.rows[row].state != ROW_HELD &&
 				z->dev.rows[row].peer == i;
 		if (have >= z->cfg.pool && p->initial_done) {
@@ -720,7 +833,7 @@ static void try_peers(struct zygote *z, uint64_t now)
 			want = SWIFT_X_MAX;
 		if (want < 1)
 			continue;
-		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL, NULL, NULL) < 0 &&
+		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL) < 0 &&
 		    errno != EHOSTUNREACH)
 			peer_failed(z, i, strerror(errno), 0);
 	}
@@ -730,7 +843,7 @@ static void reclaim(struct zygote *z)
 {
 	int i;
 
-	for (i = 0; i < SWIFT_MAX_QPS; i++) {
+	for (i = 0; i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &z->dev.rows[i];
 		int rc;
 
@@ -800,7 +913,7 @@ int swift_loop(struct zygote *z)
 		add(pfd, tag, &np, z->ctl_fd, POLLIN, T_CTL_LISTEN, 0, 0);
 		if (z->tcp_fd >= 0)
 			add(pfd, tag, &np, z->tcp_fd, POLLIN, T_TCP_LISTEN, 0, 0);
-		for (i = 0; i < SWIFT_MAX_CONNS; i++) {
+		for (i = 0; i < z->conn_hwm; i++) {
 			struct conn *c = &z->conns[i];
 			short ev = 0;
 
@@ -818,7 +931,7 @@ int swift_loop(struct zygote *z)
 			add(pfd, tag, &np, c->fd, ev, T_CONN, i, c->gen);
 			wake = earliest(wake, c->deadline_us);
 		}
-		for (i = 0; i < SWIFT_MAX_CHILDREN; i++) {
+		for (i = 0; i < z->child_hwm; i++) {
 			struct child *ch = &z->children[i];
 
 			if (ch->state == CH_FREE)
@@ -885,7 +998,7 @@ int swift_loop(struct zygote *z)
 			}
 		}
 		now = swift_now_us();
-		for (i = 0; i < SWIFT_MAX_CONNS; i++) {
+		for (i = 0; i < z->conn_hwm; i++) {
 			struct conn *c = &z->conns[i];
 
 			if (c->kind == C_FREE || !c->deadline_us || now < c->deadline_us)
@@ -904,7 +1017,7 @@ int swift_loop(struct zygote *z)
 				swift_conn_close(z, i);
 			}
 		}
-		for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
+		for (i = 0; i < z->child_hwm; i++)
 			if (z->children[i].state != CH_FREE)
 				swift_child_tick(z, i, now);
 		if (z->have_dev) {

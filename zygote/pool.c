@@ -457,6 +457,8 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 	}
 	d->shm.current_row = -1;
 	r->state = ROW_PENDING;
+	if (row >= d->row_hwm)
+		d->row_hwm = row + 1;
 	memset(out, 0, sizeof(*out));
 	out->qpn = r->qpn;
 	out->psn = r->psn;
@@ -522,13 +524,15 @@ void swift_row_destroy(struct swift_dev *d, int row)
 	memset(r, 0, sizeof(*r));
 	r->gen = gen + 1;
 	r->owner = -1;
+	while (d->row_hwm > 0 && d->rows[d->row_hwm - 1].state == ROW_EMPTY)
+		d->row_hwm--;
 }
 
 int swift_rows(const struct swift_dev *d, int peer, enum row_state st)
 {
-	int i, n = 0;
+	int i, n = 0, end = st == ROW_EMPTY ? SWIFT_MAX_QPS : d->row_hwm;
 
-	for (i = 0; i < SWIFT_MAX_QPS; i++)
+	for (i = 0; i < end; i++)
 		if (d->rows[i].state == st && (peer < 0 || d->rows[i].peer == peer))
 			n++;
 	return n;
@@ -693,23 +697,28 @@ int swift_row_reclaim_step(struct swift_dev *d, int row)
 /* Posting for the function holding a row (relay providers): the kernel
  * reads what the send and receive queues hold, so only the zygote writes
  * there; the function's data is in its slice. */
-int swift_row_post_send(struct swift_dev *d, int row, uint32_t slot, uint32_t len)
+int swift_row_post_sends(struct swift_dev *d, int row, const uint32_t *slots, const uint32_t *lens, int n)
 {
 	struct pool_row *r = &d->rows[row];
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(r->slice + (size_t)(SWIFT_RECV_SLOTS + slot) * d->msg_size),
-		.length = len,
-		.lkey = r->lkey,
-	};
-	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge[SWIFT_SEND_SLOTS];
+	struct ibv_send_wr wr[SWIFT_SEND_SLOTS], *bad = NULL;
+	int i;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_SEND << 32 | slot;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	return ibv_post_send(r->qp, &wr, &bad);
+	if (n < 1 || n > SWIFT_SEND_SLOTS)
+		return EINVAL;
+	memset(wr, 0, sizeof(wr[0]) * (size_t)n);
+	for (i = 0; i < n; i++) {
+		sge[i].addr = (uintptr_t)(r->slice + (size_t)(SWIFT_RECV_SLOTS + slots[i]) * d->msg_size);
+		sge[i].length = lens[i];
+		sge[i].lkey = r->lkey;
+		wr[i].wr_id = WR_SEND << 32 | slots[i];
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	return ibv_post_send(r->qp, wr, &bad);
 }
 
 int swift_row_post_recv(struct swift_dev *d, int row, uint32_t slot)

@@ -48,7 +48,7 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 		  p->connected ? "connected" : p->refused ? "refused" : "waiting", swift_rows(d, i, ROW_FREE),
 		  swift_rows(d, i, ROW_ASSIGNED));
 	}
-	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++) {
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &d->rows[i];
 
 		if (r->state == ROW_EMPTY)
@@ -201,7 +201,7 @@ void swift_ctl_readable(struct zygote *z, int ci)
 		 * on meanwhile */
 		int xc, waiting = 0;
 
-		for (xc = 0; xc < SWIFT_MAX_CONNS; xc++)
+		for (xc = 0; xc < z->conn_hwm; xc++)
 			waiting += z->conns[xc].kind == C_CTL && z->conns[xc].waiting;
 		if (waiting >= SWIFT_WAITING_MAX) {
 			snprintf(err, sizeof(err), "%d requests already wait for QPs on demand", waiting);
@@ -245,10 +245,10 @@ void swift_ctl_fork(struct zygote *z, int ci)
 	}
 	/* rows connected on demand for this request were marked ASSIGNED
 	 * with owner -2 - ci by the exchange glue */
-	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS; i++)
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++)
 		if (z->dev.rows[i].state == ROW_ASSIGNED && z->dev.rows[i].owner == -2 - ci)
 			rows[nrows++] = i;
-	for (i = 0; z->have_dev && i < SWIFT_MAX_QPS && nrows < p->newdest + p->take; i++)
+	for (i = 0; z->have_dev && i < z->dev.row_hwm && nrows < p->newdest + p->take; i++)
 		if (z->dev.rows[i].state == ROW_FREE && z->dev.rows[i].peer == p->peer)
 			rows[nrows++] = i;
 	if (nrows < p->newdest + p->take) {
@@ -306,6 +306,8 @@ void swift_ctl_fork(struct zygote *z, int ci)
 	}
 	c->waiting = 0;
 	ch->state = CH_RUNNING;
+	if (slot >= z->child_hwm)
+		z->child_hwm = slot + 1;
 	ch->refusals = 0;
 	ch->pid = pid;
 	ch->relay_fd = sp[0];
@@ -390,20 +392,35 @@ void swift_relay_readable(struct zygote *z, int slot)
 			continue;
 		}
 		if (m.type == SWIFT_RELAY_OPS) {
-			uint32_t nrefused = 0, failed = 0, first = 0;
-			int rc = 0;
+			uint32_t nrefused = 0, failed = 0, first = 0, slots[SWIFT_SEND_SLOTS], lens[SWIFT_SEND_SLOTS];
+			int rc = 0, chain = 0, chain_row = -1;
 
-			for (i = 0; i < m.n; i++) {
-				struct swift_relay_op *o = &m.ops[i];
+			/* consecutive sends on one row go as one chain, one doorbell */
+			for (i = 0; i <= m.n; i++) {
+				struct swift_relay_op *o = i < m.n ? &m.ops[i] : NULL;
+				int ok = o && z->have_dev && z->dev.share == SHARE_RELAY &&
+					 swift_relay_may_post(&z->dev, slot, o->row);
 
-				if (!z->have_dev || z->dev.share != SHARE_RELAY || !swift_relay_may_post(&z->dev, slot, o->row)) {
+				if (chain && (!ok || o->op != SWIFT_OP_SEND || (int)o->row != chain_row ||
+					      chain == SWIFT_SEND_SLOTS)) {
+					rc = swift_row_post_sends(&z->dev, chain_row, slots, lens, chain);
+					failed += rc != 0 ? (uint32_t)chain : 0;
+					chain = 0;
+				}
+				if (!o)
+					break;
+				if (!ok) {
 					if (!nrefused++)
 						first = o->row;
 					continue;
 				}
-				rc = o->op == SWIFT_OP_SEND ? swift_row_post_send(&z->dev, (int)o->row, o->slot, o->len)
-							    : swift_row_post_recv(&z->dev, (int)o->row, o->slot);
-				failed += rc != 0;
+				if (o->op == SWIFT_OP_SEND) {
+					chain_row = (int)o->row;
+					slots[chain] = o->slot;
+					lens[chain++] = o->len;
+				} else if ((rc = swift_row_post_recv(&z->dev, (int)o->row, o->slot))) {
+					failed++;
+				}
 			}
 			if (nrefused) {
 				snprintf(err, sizeof(err), "asked for %u operation(s) on QPs it does not hold (first: qp %u)",

@@ -124,14 +124,18 @@ static int listen_tcp(const char *host, int port)
 
 static int read_key(struct zygote *z, char *err, size_t errlen)
 {
+	uint8_t b[4097];
 	struct stat st;
+	char why[200];
 	ssize_t n;
 	int fd;
 
 	if (!z->cfg.key_file[0]) {
 		/* no key: authenticate with the tenant name alone (tests without a shim) */
-		z->key_len = strlen(z->cfg.tenant);
-		memcpy(z->key, z->cfg.tenant, z->key_len);
+		strcpy(z->keys[0].id, "name");
+		z->keys[0].len = strlen(z->cfg.tenant);
+		memcpy(z->keys[0].key, z->cfg.tenant, z->keys[0].len);
+		z->nkeys = 1;
 		return 0;
 	}
 	fd = open(z->cfg.key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -139,19 +143,24 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 16 || st.st_size > (off_t)sizeof(z->key)) {
-		snprintf(err, errlen, "tenant key %s: not a regular file of 16 to %zu bytes", z->cfg.key_file,
-			 sizeof(z->key));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > 4096) {
+		snprintf(err, errlen, "tenant key %s: not a regular file of at most 4096 bytes", z->cfg.key_file);
 		close(fd);
 		return -1;
 	}
-	n = read(fd, z->key, sizeof(z->key));
+	n = read(fd, b, sizeof(b));
 	close(fd);
 	if (n != st.st_size) {
 		snprintf(err, errlen, "tenant key %s: short read", z->cfg.key_file);
 		return -1;
 	}
-	z->key_len = (size_t)n;
+	z->nkeys = swift_keys_parse(b, (size_t)n, z->keys, SWIFT_KEYS_MAX, why, sizeof(why));
+	explicit_bzero(b, sizeof(b));
+	if (z->nkeys < 0) {
+		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, why);
+		z->nkeys = 0;
+		return -1;
+	}
 	return 0;
 }
 
@@ -223,6 +232,8 @@ int main(int argc, char **argv)
 		zlog(z, "%s", err);
 		goto out_sig;
 	}
+	for (i = 0; i < z->cfg.npeers; i++)
+		z->cfg.peers[i].link = -1;
 	if (!z->status_path)
 		z->status_path = "/run/swift/pool.status";
 	if (z->cfg.function_uid_base) {
@@ -287,7 +298,7 @@ out_ctl:
 out_dev:
 	if (z->have_dev)
 		swift_dev_close(&z->dev);
-	explicit_bzero(z->key, sizeof(z->key));
+	explicit_bzero(z->keys, sizeof(z->keys));
 out_sig:
 	close(z->sig_fd);
 out_log:

@@ -22,27 +22,33 @@
 struct warm {
 	struct swift_cfg cfg;
 	struct swift_dev dev;
-	uint8_t key[64];
-	size_t key_len;
+	struct swift_key keys[SWIFT_KEYS_MAX];
+	int nkeys;
 };
 
 static int read_key(struct warm *w)
 {
+	uint8_t b[4097];
+	char err[200];
 	FILE *f;
 	size_t n;
 
 	if (!w->cfg.key_file[0]) {
-		w->key_len = strlen(w->cfg.tenant);
-		memcpy(w->key, w->cfg.tenant, w->key_len);
+		strcpy(w->keys[0].id, "name");
+		w->keys[0].len = strlen(w->cfg.tenant);
+		memcpy(w->keys[0].key, w->cfg.tenant, w->keys[0].len);
+		w->nkeys = 1;
 		return 0;
 	}
 	f = fopen(w->cfg.key_file, "re");
 	if (!f)
 		return -1;
-	n = fread(w->key, 1, sizeof(w->key), f);
+	n = fread(b, 1, sizeof(b), f);
 	fclose(f);
-	w->key_len = n;
-	return n >= 16 ? 0 : -1;
+	if (n > 4096)
+		return -1;
+	w->nkeys = swift_keys_parse(b, n, w->keys, SWIFT_KEYS_MAX, err, sizeof(err));
+	return w->nkeys > 0 ? 0 : -1;
 }
 
 static int op_create(void *ctx, int peer, struct swift_qpinfo *local, char *err, size_t errlen)
@@ -100,8 +106,8 @@ static int child(const char *config, const char *peer_name)
 	}
 	ops.ctx = w;
 	env.cfg = &w->cfg;
-	env.key = w->key;
-	env.key_len = w->key_len;
+	env.keys = w->keys;
+	env.nkeys = w->nkeys;
 	env.ops = &ops;
 	fd = swift_dial(in.s_addr, w->cfg.peers[peer].port, 0);
 	if (fd < 0) {

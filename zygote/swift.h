@@ -41,6 +41,8 @@
 
 #define SWIFT_RECV_SLOTS 16
 #define SWIFT_SEND_SLOTS 16
+/* operations a relaying function queues before it hands them over */
+#define SWIFT_PEND_MAX (SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS)
 
 struct swift_qp {
 	struct ibv_qp *qp;
@@ -89,8 +91,8 @@ struct swift_fn {
 	int relay_fd;            /* socket to the zygote's relay, or -1 */
 	const char *provider;    /* rxe, siw, mlx5, ... */
 	/* appended after version 1 of this layout; libswift's own */
-	uint32_t npend;          /* receive re-posts not yet sent to the zygote */
-	uint32_t pend[SWIFT_RECV_SLOTS][4];
+	uint32_t npend;          /* operations not yet handed to the zygote */
+	uint32_t pend[SWIFT_PEND_MAX][4];
 };
 
 typedef int (*swift_main_fn)(struct swift_fn *fn, int argc, char **argv);
@@ -109,10 +111,16 @@ int swift_main(struct swift_fn *fn, int argc, char **argv);
 #define swift_flush(fn, q, t) ((fn)->ops->flush((fn), (q), (t)))
 #else
 
-/* Buffer for the next send on q (msg_size bytes); fill it, then swift_send. */
+/* Buffer for the next send on q (msg_size bytes); fill it, then swift_send.
+ * Waits until the slot's earlier send completed, so that what is being
+ * sent is never overwritten. */
 uint8_t *swift_send_buf(struct swift_fn *fn, struct swift_qp *q);
 /* Post a SEND of len bytes from the buffer swift_send_buf returned. Waits for
- * a free send slot first. Returns 0 or an errno value. */
+ * a free send slot first. Returns 0 or an errno value. With fn->relay, a
+ * send made while earlier ones are still in flight is queued and handed to
+ * the zygote with the next (up to SWIFT_SEND_SLOTS in one doorbell): at the
+ * latest when the window is full, at swift_recv or swift_flush, or when the
+ * handler returns; call swift_flush before blocking elsewhere. */
 int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len);
 /* Wait (up to timeout_ms, -1 forever) for one received message on any of the
  * fn's QPs; on success *qp is where it arrived, *data and *len the payload, and

@@ -686,26 +686,40 @@ static void f_replaced(void *ctx, int peer, uint32_t qpn)
 struct side {
 	struct swift_cfg cfg;
 	struct fake fake;
+	struct swift_key keys[SWIFT_KEYS_MAX];
 	struct swift_rowops ops;
 	struct swift_xenv env;
 	struct xconn x;
 };
 
-static void side_init(struct side *s, const char *name, const char *tenant, const char *key, const char *peer)
+/* side_init: a zygote `name` of `tenant`, peer `peer`, with a ring of keys
+ * given as "id:secret,id:secret" (newest first). */
+static void side_init(struct side *s, const char *name, const char *tenant, const char *ring, const char *peer)
 {
+	char buf[256], *save = NULL, *tok;
+
 	memset(s, 0, sizeof(*s));
 	snprintf(s->cfg.name, sizeof(s->cfg.name), "%s", name);
 	snprintf(s->cfg.tenant, sizeof(s->cfg.tenant), "%s", tenant);
 	s->cfg.npeers = 1;
 	snprintf(s->cfg.peers[0].name, sizeof(s->cfg.peers[0].name), "%s", peer);
+	snprintf(buf, sizeof(buf), "%s", ring);
+	for (tok = strtok_r(buf, ",", &save); tok && s->env.nkeys < SWIFT_KEYS_MAX; tok = strtok_r(NULL, ",", &save)) {
+		struct swift_key *k = &s->keys[s->env.nkeys++];
+		char *colon = strchr(tok, ':');
+
+		*colon = 0;
+		snprintf(k->id, sizeof(k->id), "%s", tok);
+		k->len = strlen(colon + 1);
+		memcpy(k->key, colon + 1, k->len);
+	}
 	s->ops.ctx = &s->fake;
 	s->ops.create = f_create;
 	s->ops.connect = f_connect;
 	s->ops.destroy = f_destroy;
 	s->ops.replaced = f_replaced;
 	s->env.cfg = &s->cfg;
-	s->env.key = (const uint8_t *)key;
-	s->env.key_len = strlen(key);
+	s->env.keys = s->keys;
 	s->env.ops = &s->ops;
 }
 
@@ -741,40 +755,52 @@ static size_t take(struct xconn *x, uint8_t *buf, size_t max)
 	return n;
 }
 
-/* flushed: the result once a flushing side's output is out, as the loop
- * decides it. */
-static int flushed(struct xconn *x)
+/* settle: the result once a side's output is out, as the loop decides it. */
+static int settle(struct xconn *x, int rc)
 {
-	if (x->step != X_FLUSH)
-		return XC_MORE;
+	if (rc != XC_MORE || x->step != X_FLUSH || x->outlen)
+		return rc;
 	return x->after_flush == X_HELDOPEN ? XC_HELD : x->status ? XC_FAIL : XC_DONE;
 }
 
-/* run_pair runs client a against server b in memory; returns the client's
- * and the server's results. */
-static void run_pair(struct side *a, struct side *b, int count, unsigned flags, const uint32_t *replaces, int *rc_a,
-		     int *rc_b)
+/* run_pair runs client a against server b in memory; `tamper` (may be
+ * NULL) changes bytes in flight: it is given the direction (0 a to b) and
+ * the message number in that direction. Each side that fails closes; the
+ * other sees the close (a deadline or EOF in the loop) and aborts. */
+typedef void (*tamper_fn)(int dir, int msg, uint8_t *buf, size_t n);
+static void run_pair(struct side *a, struct side *b, int count, unsigned flags, const uint32_t *replaces,
+		     tamper_fn tamper, int *rc_a, int *rc_b)
 {
 	uint8_t buf[SWIFT_XBUF];
 	size_t n;
-	int ra = XC_MORE, rb = XC_MORE, rounds;
+	int ra = XC_MORE, rb = XC_MORE, rounds, ma = 0, mb = 0;
 
 	swift_xconn_client(&a->x, &a->env, 0, count, flags, NULL, replaces);
 	swift_xconn_server(&b->x);
-	for (rounds = 0; rounds < 10 && (ra == XC_MORE || rb == XC_MORE); rounds++) {
+	for (rounds = 0; rounds < 12 && (ra == XC_MORE || rb == XC_MORE); rounds++) {
 		n = take(&a->x, buf, sizeof(buf));
+		if (n && tamper)
+			tamper(0, ma, buf, n);
+		ma += n > 0;
 		if (rb == XC_MORE && n)
 			rb = feed(&b->x, &b->env, buf, n, 7);
-		if (rb == XC_MORE)
-			rb = flushed(&b->x) == XC_MORE ? XC_MORE : rb;
 		n = take(&b->x, buf, sizeof(buf));
-		if (rb == XC_MORE && flushed(&b->x) != XC_MORE)
-			rb = flushed(&b->x);
+		rb = settle(&b->x, rb);
+		if (n && tamper)
+			tamper(1, mb, buf, n);
+		mb += n > 0;
 		if (ra == XC_MORE && n)
 			ra = feed(&a->x, &a->env, buf, n, 5);
-		if (ra == XC_MORE && a->x.step == X_FLUSH)
-			ra = flushed(&a->x);
+		ra = settle(&a->x, ra);
+		if (ra == XC_FAIL && rb == XC_MORE)
+			rb = XC_FAIL; /* the client closed */
+		if (rb == XC_FAIL && ra == XC_MORE && !b->x.outlen && b->x.step != X_FLUSH)
+			ra = XC_FAIL;
 	}
+	if (ra == XC_MORE)
+		ra = XC_FAIL;
+	if (rb == XC_MORE)
+		rb = XC_FAIL;
 	if (rb == XC_FAIL)
 		swift_xconn_abort(&b->x, &b->env);
 	if (ra == XC_FAIL)
@@ -783,57 +809,144 @@ static void run_pair(struct side *a, struct side *b, int count, unsigned flags, 
 	*rc_b = rb;
 }
 
+static int tamper_dir, tamper_msg, tamper_at;
+static void flip(int dir, int msg, uint8_t *buf, size_t n)
+{
+	if (dir == tamper_dir && msg == tamper_msg)
+		buf[(size_t)tamper_at < n ? (size_t)tamper_at : n - 1] ^= 0x01;
+}
+
+#define K1 "k1:0123456789abcdef-key-one"
+#define K2 "k2:0123456789abcdef-key-two"
+#define K3 "k3:0123456789abcdef-key-three"
+
 static void test_exchange(void)
 {
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 	uint32_t repl[3] = {0, 0x777, 0};
 	int ra, rb;
+	char what[400];
 
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
-	run_pair(a, b, 3, SWIFT_X_INITIAL, repl, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE, "exchange: both ends done");
-	check(a->fake.nlive == 3 && b->fake.nlive == 3 && a->x.nrows == 3 && b->x.nrows == 3,
-	      "exchange: three rows on each side");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 3, SWIFT_X_INITIAL | SWIFT_X_LINK, repl, NULL, &ra, &rb);
+	check(ra == XC_HELD && rb == XC_HELD, "exchange: a link is held open on both ends");
+	check(a->fake.nlive == 3 && b->fake.nlive == 3 && a->x.nrows == 3 && b->x.nrows == 3 && a->x.committed &&
+		      b->x.committed,
+	      "exchange: three rows on each side, committed");
 	check(a->x.remote[2].qpn == 0x100 + (uint32_t)b->x.rows[2] && b->x.remote[0].qpn == 0x100 + (uint32_t)a->x.rows[0],
 	      "exchange: each side learns the other's QP numbers");
 	check(b->fake.nreplaced == 1 && b->fake.replaced[0] == 0x777, "exchange: the server hears which QP is replaced");
 
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-KEY", "a");
-	run_pair(a, b, 2, 0, NULL, &ra, &rb);
-	check(ra == XC_FAIL && rb == XC_FAIL && a->x.refused && b->x.refused, "exchange: another key is refused by both");
-	check(a->fake.created == 0 && b->fake.created == 0, "exchange: nothing is created for a wrong key");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE && a->fake.nlive == 2 && b->fake.nlive == 2, "exchange: a plain exchange is done");
 
-	side_init(a, "a", "t2", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
-	run_pair(a, b, 2, 0, NULL, &ra, &rb);
+	/* rotation: a ring accepts every key it holds, dials with its first */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K2 "," K1, "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE, "exchange: an old key still in the ring is accepted");
+	side_init(a, "a", "t1", K2 "," K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && a->x.refused && b->fake.created == 0 && a->fake.created == 0 &&
+		      strstr(b->x.err, "key k2 is not in this node's keyring"),
+	      "exchange: a key the server does not hold yet is refused, nothing created");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K3 "," K2, "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.created == 0,
+	      "exchange: a rotated-out key is refused, nothing created");
+
+	/* same id, another secret: the server's proof fails; the client proves nothing */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", "k1:0123456789abcdef-KEY-ONE", "a");
+	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && a->x.refused && a->fake.created == 0 && b->fake.created == 0 &&
+		      a->x.step == X_CHAL,
+	      "exchange: another key under the same id: refused before the client proves anything");
+
+	side_init(a, "a", "t2", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
 	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && strstr(b->x.err, "claims tenant t2"),
 	      "exchange: another tenant with the same key is refused");
 
-	side_init(a, "intruder", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
-	run_pair(a, b, 1, 0, NULL, &ra, &rb);
-	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.nlive == 0 && b->x.status == EPERM,
+	side_init(a, "intruder", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.nlive == 0 &&
+		      strstr(b->x.err, "not in this zygote's peer list"),
 	      "exchange: a name not in the peer list is refused, nothing left on either side");
 
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
-	run_pair(a, b, 2, SWIFT_X_HELD, NULL, &ra, &rb);
+	/* the client dialed b, but reached c (another zygote of the tenant) */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "c", "t1", K1, "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.created == 0 &&
+		      strstr(b->x.err, "dialed zygote b, this is c"),
+	      "exchange: a server answers only for its own name");
+
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	run_pair(a, b, 2, SWIFT_X_HELD, NULL, NULL, &ra, &rb);
 	check(ra == XC_HELD && rb == XC_HELD, "exchange: a held exchange stays open on both ends");
 
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
 	b->fake.fail_create_at = 2;
-	run_pair(a, b, 3, 0, NULL, &ra, &rb);
+	run_pair(a, b, 3, 0, NULL, NULL, &ra, &rb);
 	check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == 0,
 	      "exchange: a server that cannot create its rows leaves none, nor does the client");
 
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
 	a->fake.fail_connect = 1;
-	run_pair(a, b, 2, 0, NULL, &ra, &rb);
-	check(ra == XC_FAIL && a->fake.nlive == 0, "exchange: a client that cannot connect its rows leaves none");
+	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == 0,
+	      "exchange: a client that cannot connect its rows leaves none, nor does the server");
+
+	/* a byte changed in transit after the proofs: nothing connected on
+	 * either side. Client messages: 0 hello, 1 proof and QPs, 2 confirm;
+	 * server messages: 0 challenge, 1 reply, 2 ack. */
+	{
+		static const struct {
+			const char *what;
+			int dir, msg, at, server_rows;
+		} tc[] = {
+			{"the client's QPs", 0, 1, 40, 0},
+			{"the QPs' tag", 0, 1, 32 + 2 * 44 + 5, 0},
+			{"the reply's QPs", 1, 1, 8 + 3, 0},
+			{"the reply's status", 1, 1, 0, 0},
+			{"the confirmation", 0, 2, 3, 0},
+			{"the hello's count", 0, 0, 8 + 3 * 64 + 16 + 16 + 4, 0},
+			{"the hello's flags", 0, 0, 8 + 3 * 64 + 16 + 16, 0},
+			{"the challenge's nonce", 1, 0, 2, 0},
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof(tc) / sizeof(tc[0]); k++) {
+			side_init(a, "a", "t1", K1, "b");
+			side_init(b, "b", "t1", K1, "a");
+			tamper_dir = tc[k].dir;
+			tamper_msg = tc[k].msg;
+			tamper_at = tc[k].at;
+			run_pair(a, b, 2, 0, NULL, flip, &ra, &rb);
+			snprintf(what, sizeof(what), "exchange: %s changed in transit: both fail (%d %d), rows %d and %d", tc[k].what,
+				 ra, rb, a->fake.nlive, b->fake.nlive);
+			check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == tc[k].server_rows, what);
+		}
+		/* the last message: the server has committed; the client gives up
+		 * its rows (the zygote then tells the server to drop them) */
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		tamper_dir = 1, tamper_msg = 2, tamper_at = 0;
+		run_pair(a, b, 2, 0, NULL, flip, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_DONE && a->fake.nlive == 0 && b->fake.nlive == 2 && a->x.step == X_ACK,
+		      "exchange: a changed acknowledgement: the client keeps nothing and knows it confirmed");
+	}
 
 	/* hellos a server refuses before anything */
 	{
@@ -843,25 +956,27 @@ static void test_exchange(void)
 			uint32_t val;
 			int bytes;
 		} tc[] = {
-			{"count 0", 8 + 128 + 16 + 4, 0, 4},
-			{"count 65", 8 + 128 + 16 + 4, 65, 4},
-			{"unknown flag", 8 + 128 + 16, 64, 4},
-			{"held and initial", 8 + 128 + 16, SWIFT_X_HELD | SWIFT_X_INITIAL, 4},
+			{"count 0", 8 + 3 * 64 + 16 + 16 + 4, 0, 4},
+			{"count 65", 8 + 3 * 64 + 16 + 16 + 4, 65, 4},
+			{"unknown flag", 8 + 3 * 64 + 16 + 16, 64, 4},
+			{"held and initial", 8 + 3 * 64 + 16 + 16, SWIFT_X_HELD | SWIFT_X_INITIAL, 4},
+			{"ephemeral and link", 8 + 3 * 64 + 16 + 16, SWIFT_X_EPHEMERAL | SWIFT_X_LINK, 4},
 			{"bad magic", 0, 'Z', 1},
 			{"tenant unterminated", 8, 'x', 64},
 			{"name with a control byte", 8 + 64, '\n', 1},
 			{"empty name", 8 + 64, 0, 1},
+			{"empty name dialed", 8 + 128, 0, 1},
+			{"key id unterminated", 8 + 192, 'k', 16},
 		};
 		size_t k;
 
 		for (k = 0; k < sizeof(tc) / sizeof(tc[0]); k++) {
 			uint8_t h[SWIFT_XBUF];
 			size_t n;
-			char what[300];
 			int rc;
 
-			side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-			side_init(b, "b", "t1", "0123456789abcdef-key", "a");
+			side_init(a, "a", "t1", K1, "b");
+			side_init(b, "b", "t1", K1, "a");
 			swift_xconn_client(&a->x, &a->env, 0, 2, 0, NULL, NULL);
 			n = take(&a->x, h, sizeof(h));
 			if (tc[k].bytes == 4)
@@ -876,6 +991,48 @@ static void test_exchange(void)
 	}
 	free(a);
 	free(b);
+}
+
+static void test_keys(void)
+{
+	struct swift_key k[SWIFT_KEYS_MAX];
+	char err[200];
+	const char *ring = "# ring\n\nk2 " "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+			   "  k1\t" "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff  \n";
+	uint8_t raw[32];
+	static const struct {
+		const char *name, *in, *want;
+	} bad[] = {
+		{"empty", "", "no key"},
+		{"comments only", "# x\n", "no key"},
+		{"short hex", "k1 00\n", "line 1: key k1: want 64 hex digits"},
+		{"no hex", "k1\n", "line 1: key k1: want 64 hex digits"},
+		{"upper-case id", "K1 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: key id"},
+		{"long id", "abcdefghijklmnopq 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: a key id"},
+		{"trailing junk", "k1 0000000000000000000000000000000000000000000000000000000000000000 x\n", "want 64 hex"},
+		{"id twice",
+		 "k1 0000000000000000000000000000000000000000000000000000000000000000\n"
+		 "k1 1111111111111111111111111111111111111111111111111111111111111111\n",
+		 "line 2: key id k1 given twice"},
+	};
+	size_t i;
+
+	check(swift_keys_parse((const uint8_t *)ring, strlen(ring), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 2 &&
+		      !strcmp(k[0].id, "k2") && k[0].key[31] == 0x1f && !strcmp(k[1].id, "k1") && k[1].key[0] == 0xff &&
+		      k[1].len == 32,
+	      "keys: a ring of two, newest first");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char what[300];
+		int n = swift_keys_parse((const uint8_t *)bad[i].in, strlen(bad[i].in), k, SWIFT_KEYS_MAX, err, sizeof(err));
+
+		snprintf(what, sizeof(what), "keys: %s refused (%s)", bad[i].name, err);
+		check(n < 0 && strstr(err, bad[i].want), what);
+	}
+	memset(raw, 0x80, sizeof(raw));
+	check(swift_keys_parse(raw, sizeof(raw), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 1 && !strcmp(k[0].id, "local") &&
+		      k[0].len == 32,
+	      "keys: a raw key (a node-local one from before rings) is one key, local");
+	check(swift_keys_parse(raw, 8, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0, "keys: a raw key of 8 bytes refused");
 }
 
 /* A small deterministic generator (xorshift), so a failure reproduces. */
@@ -940,117 +1097,165 @@ static void mutate(uint8_t *p, size_t *n, size_t max, uint64_t *s)
 	}
 }
 
+/* The protocol's MACs, computed here from its description, to send a
+ * server valid proofs around mutated QPs (and so reach the QP parsing). */
+static void proto_mac(const char *secret, char role, const uint8_t h[32], uint8_t out[32])
+{
+	uint8_t m[33];
+
+	m[0] = (uint8_t)role;
+	memcpy(m + 1, h, 32);
+	hmac_sha256((const uint8_t *)secret, strlen(secret), m, sizeof(m), out);
+}
+
+static void proto_tag(const uint8_t k[32], char role, const uint8_t *msg, size_t n, uint8_t out[32])
+{
+	uint8_t m[1 + SWIFT_XBUF];
+
+	m[0] = (uint8_t)role;
+	memcpy(m + 1, msg, n);
+	hmac_sha256(k, 32, m, 1 + n, out);
+}
+
 /* test_mutations feeds mutated transcripts to both ends: a server gets a
- * client's hello, proof and QPs (it is always sent a valid proof, so that
- * mutations reach the later messages too), a client gets a server's
- * challenge, reply and QPs. Whatever arrives, an end returns, and one that
- * fails leaves no row behind. */
+ * hello (mutated, or valid and then valid proofs around mutated QPs, tagged
+ * anew half of the time), a client gets a mutated challenge, reply and ack
+ * (the challenge's proof computed anew, so that the reply is parsed).
+ * Whatever arrives, an end returns, and one that fails or is cut off
+ * leaves no row behind. */
 static void test_mutations(long iterations)
 {
+	static const char *secret = "0123456789abcdef-key-one";
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
-	uint8_t client_tx[SWIFT_XBUF * 2], server_tx[SWIFT_XBUF * 2], buf[SWIFT_XBUF * 2 + 64];
-	size_t ctx_n = 0, stx_n = 0, n;
+	uint8_t buf[SWIFT_XBUF * 2], h[32], sess[32], m[SWIFT_XBUF];
 	uint64_t seed = 0x9e3779b97f4a7c15ULL;
-	long i, done = 0, failed_ends = 0, leaks = 0;
-	int ra, rb;
-
-	/* record a good transcript each way */
-	side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-	side_init(b, "b", "t1", "0123456789abcdef-key", "a");
-	swift_xconn_client(&a->x, &a->env, 0, 4, SWIFT_X_INITIAL, NULL, NULL);
-	swift_xconn_server(&b->x);
-	ctx_n = take(&a->x, client_tx, sizeof(client_tx));
-	feed(&b->x, &b->env, client_tx, ctx_n, ctx_n);
-	stx_n = take(&b->x, server_tx, sizeof(server_tx));
-	feed(&a->x, &a->env, server_tx, stx_n, stx_n);
-	n = take(&a->x, client_tx + ctx_n, sizeof(client_tx) - ctx_n);
-	ctx_n += n;
-	feed(&b->x, &b->env, client_tx + ctx_n - n, n, n);
-	n = take(&b->x, server_tx + stx_n, sizeof(server_tx) - stx_n);
-	stx_n += n;
-	feed(&a->x, &a->env, server_tx + stx_n - n, n, n);
-	check(b->x.step == X_FLUSH && a->fake.nlive == 4 && b->fake.nlive == 4, "mutations: the recorded transcript works");
+	long i, done = 0, failed_ends = 0, leaks = 0, deep = 0;
+	int rc;
 
 	for (i = 0; i < iterations; i++) {
 		int server = (int)(rnd(&seed) & 1);
-		size_t chunk = 1 + rnd(&seed) % 64;
+		size_t chunk = 1 + rnd(&seed) % 64, n, hn;
+		sha256_ctx c;
 
-		side_init(a, "a", "t1", "0123456789abcdef-key", "b");
-		side_init(b, "b", "t1", "0123456789abcdef-key", "a");
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		swift_xconn_client(&a->x, &a->env, 0, 1 + (int)(rnd(&seed) % 4), (unsigned)(rnd(&seed) % 2) * SWIFT_X_LINK, NULL,
+				   NULL);
+		hn = take(&a->x, buf, sizeof(buf));
 		if (server) {
-			/* the server's nonce is fresh each run: the client's proof in
-			 * the recording no longer matches, so after the hello the
-			 * proof is computed anew, then the rest is mutated */
-			uint8_t hello[SWIFT_XBUF];
-			size_t hn = 8 + 128 + 16 + 8;
-
 			swift_xconn_server(&b->x);
-			memcpy(hello, client_tx, hn);
 			if (rnd(&seed) % 4 == 0) {
 				n = hn;
-				mutate(hello, &n, sizeof(hello), &seed);
-				rb = feed(&b->x, &b->env, hello, n, chunk);
+				mutate(buf, &n, sizeof(buf), &seed);
+				rc = feed(&b->x, &b->env, buf, n, chunk);
 			} else {
-				uint8_t auth[32], msg[1 + 32 + 128];
+				rc = feed(&b->x, &b->env, buf, hn, chunk);
+				if (rc == XC_MORE && b->x.step == X_AUTH) {
+					int count = b->x.count, q;
 
-				rb = feed(&b->x, &b->env, hello, hn, chunk);
-				if (rb == XC_MORE && b->x.step == X_AUTH) {
-					memset(msg, 0, sizeof(msg));
-					msg[0] = 'I';
-					memcpy(msg + 1, b->x.nonce_s, 16);
-					memcpy(msg + 17, b->x.nonce_i, 16);
-					memcpy(msg + 33, "t1", 2);
-					memcpy(msg + 33 + 64, "a", 1);
-					hmac_sha256(b->env.key, b->env.key_len, msg, sizeof(msg), auth);
-					memcpy(buf, auth, 32);
-					memcpy(buf + 32, client_tx + hn + 32, ctx_n - hn - 32);
-					n = ctx_n - hn;
-					mutate(buf, &n, sizeof(buf), &seed);
-					rb = feed(&b->x, &b->env, buf, n, chunk);
+					sha256_init(&c);
+					sha256_update(&c, buf, hn);
+					sha256_update(&c, b->x.nonce_s, 16);
+					sha256_final(&c, h);
+					proto_mac(secret, 'I', h, m);
+					proto_mac(secret, 'K', h, sess);
+					for (q = 0; q < count; q++) {
+						uint32_t v[11] = {0x100 + (uint32_t)q, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+						memcpy(m + 32 + 44 * q, v, 44);
+					}
+					n = 32 + 44 * (size_t)count;
+					mutate(m + 32, &n, sizeof(m) - 64, &seed);
+					n += 32;
+					if (n >= 32 && rnd(&seed) % 2) {
+						/* tagged anew: the mutated QPs are parsed */
+						proto_tag(sess, 'Q', m + 32, n - 32, m + n);
+						n += 32;
+						deep++;
+					}
+					rc = feed(&b->x, &b->env, m, n, chunk);
+					if (rc == XC_MORE && b->x.step == X_CONFIRM) {
+						proto_tag(sess, 'C', m, 0, m);
+						rc = feed(&b->x, &b->env, m, 32, chunk);
+					}
 				}
 			}
-			if (b->x.step == X_FLUSH)
-				rb = flushed(&b->x);
-			if (rb == XC_FAIL)
+			take(&b->x, m, sizeof(m)); /* what it answered went out */
+			rc = settle(&b->x, rc);
+			if (rc == XC_FAIL)
 				failed_ends++;
-			if (rb == XC_DONE || rb == XC_HELD)
+			if (rc == XC_DONE || rc == XC_HELD)
 				done++;
-			if ((rb == XC_FAIL && b->fake.nlive != 0) || ((rb == XC_DONE || rb == XC_HELD) && b->fake.nlive != b->x.count))
-				leaks++;
-			if (rb == XC_MORE) {
-				/* the loop's deadline ends it: abort leaves nothing */
+			if (rc == XC_MORE || rc == XC_FAIL) {
+				/* cut off, or failed: the loop aborts it */
 				swift_xconn_abort(&b->x, &b->env);
 				if (b->fake.nlive)
 					leaks++;
+			} else if (b->fake.nlive != b->x.count) {
+				leaks++;
 			}
 		} else {
-			swift_xconn_client(&a->x, &a->env, 0, 4, SWIFT_X_INITIAL, NULL, NULL);
-			take(&a->x, buf, sizeof(buf));
-			memcpy(buf, server_tx, stx_n);
-			n = stx_n;
-			mutate(buf, &n, sizeof(buf), &seed);
-			ra = feed(&a->x, &a->env, buf, n, chunk);
-			if (a->x.step == X_FLUSH)
-				ra = flushed(&a->x);
-			if (ra == XC_FAIL) {
+			/* a valid challenge for this hello, then a mutated reply */
+			uint8_t ch[48], r[8 + 64 * 44 + 32];
+			int count = a->x.count, q;
+
+			memset(ch, 0x33, 16);
+			sha256_init(&c);
+			sha256_update(&c, buf, hn);
+			sha256_update(&c, ch, 16);
+			sha256_final(&c, h);
+			proto_mac(secret, 'S', h, ch + 16);
+			proto_mac(secret, 'K', h, sess);
+			n = 48;
+			if (rnd(&seed) % 8 == 0)
+				mutate(ch, &n, sizeof(ch), &seed);
+			rc = feed(&a->x, &a->env, ch, n, chunk);
+			take(&a->x, m, sizeof(m));
+			if (rc == XC_MORE && a->x.step == X_REPLY) {
+				memset(r, 0, sizeof(r));
+				r[4] = (uint8_t)count;
+				for (q = 0; q < count; q++) {
+					uint32_t v[11] = {0x200 + (uint32_t)q, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+					memcpy(r + 8 + 44 * q, v, 44);
+				}
+				n = 8 + 44 * (size_t)count;
+				mutate(r, &n, sizeof(r) - 32, &seed);
+				if (rnd(&seed) % 2) {
+					proto_tag(sess, 'R', r, n, r + n);
+					deep++;
+				} else {
+					memset(r + n, 0, 32);
+				}
+				n += 32;
+				rc = feed(&a->x, &a->env, r, n, chunk);
+				take(&a->x, m, sizeof(m));
+				if (rc == XC_MORE && a->x.step == X_ACK) {
+					proto_tag(sess, 'A', m, 0, m);
+					n = 32;
+					if (rnd(&seed) % 4 == 0)
+						mutate(m, &n, 64, &seed);
+					rc = feed(&a->x, &a->env, m, n, chunk);
+				}
+			}
+			if (rc == XC_FAIL)
 				failed_ends++;
-				swift_xconn_abort(&a->x, &a->env);
-				if (a->fake.nlive)
-					leaks++;
-			} else if (ra == XC_DONE || ra == XC_HELD) {
+			if (rc == XC_DONE || rc == XC_HELD)
 				done++;
-				if (a->fake.nlive != 4)
-					leaks++;
-			} else {
+			if (rc == XC_MORE || rc == XC_FAIL) {
 				swift_xconn_abort(&a->x, &a->env);
 				if (a->fake.nlive)
 					leaks++;
+			} else if (a->fake.nlive != a->x.count) {
+				leaks++;
 			}
 		}
 	}
-	printf("mutations: %ld inputs, %ld ends refused, %ld completed\n", iterations, failed_ends, done);
+	printf("mutations: %ld inputs (%ld with valid tags around mutated QPs), %ld ends refused, %ld completed\n",
+	       iterations, deep, failed_ends, done);
 	check(leaks == 0, "mutations: no end that failed or was cut off kept a row");
 	check(failed_ends > iterations / 4, "mutations: most mutated transcripts are refused");
+	check(deep > iterations / 8, "mutations: many reach the parsing of QPs behind valid tags");
 	free(a);
 	free(b);
 }
@@ -1080,6 +1285,7 @@ int main(void)
 	test_schedule();
 	test_relay();
 	test_exchange();
+	test_keys();
 	test_esc();
 	test_mutations(m ? atol(m) : 100000);
 	printf("%d passed, %d failed\n", passed, failed);

@@ -70,6 +70,10 @@ struct swift_peer {
 	int resolving;       /* a resolver child is looking host up */
 	int connected;       /* our pool to this peer is built */
 	int initial_done;    /* our first exchange with it since we started */
+	int link;            /* the conn of our link with it, or -1 */
+	uint32_t link_gen;
+	int nabandoned;      /* its QPs we gave up on after it committed them */
+	uint32_t abandoned[SWIFT_X_MAX];
 	int dialing;         /* an exchange to it is in flight */
 	int refused;         /* its last exchange failed authentication */
 	int backoff_ms;
@@ -214,6 +218,7 @@ struct swift_dev {
 	size_t slice_len;          /* page-rounded */
 	int remote_access;
 	int max_rows;
+	int row_hwm;               /* every row from here on is empty */
 	int ctx_fds[2];            /* cmd_fd, async_fd: dead in children */
 	struct swift_shm shm;
 	struct pool_row rows[SWIFT_MAX_QPS];
@@ -236,7 +241,8 @@ int swift_row_maintain(struct swift_dev *d, int row);
  * -1 when it must be replaced. */
 int swift_row_reclaim_step(struct swift_dev *d, int row);
 /* Post on a row, for the function holding it (relay providers). */
-int swift_row_post_send(struct swift_dev *d, int row, uint32_t slot, uint32_t len);
+/* post n SENDs (slots[i], lens[i]) on row as one chain: one doorbell */
+int swift_row_post_sends(struct swift_dev *d, int row, const uint32_t *slots, const uint32_t *lens, int n);
 int swift_row_post_recv(struct swift_dev *d, int row, uint32_t slot);
 
 void *swift_shm_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment, uint64_t type);
@@ -304,6 +310,8 @@ int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_
 /* Whether the function in slot `slot` may post on row: the row is assigned
  * to it, by the zygote's own record. */
 int swift_relay_may_post(const struct swift_dev *d, int slot, uint32_t row);
+/* libswift: hand the zygote what a relaying function queued (at its end) */
+int swift_fn_end(struct swift_fn *fn);
 
 /* ---- the exchange (exchange.c) ------------------------------------------ */
 
@@ -311,7 +319,24 @@ int swift_relay_may_post(const struct swift_dev *d, int slot, uint32_t row);
 #define SWIFT_X_EPHEMERAL 2u /* a one-off client: its QPs are not kept */
 #define SWIFT_X_HELD 4u      /* a function's own QPs: the server keeps its
 			      * side while the connection stays open */
-#define SWIFT_X_FLAGS (SWIFT_X_INITIAL | SWIFT_X_EPHEMERAL | SWIFT_X_HELD)
+#define SWIFT_X_LINK 8u      /* the connection stays open as the two
+			      * zygotes' link: when it closes, every QP
+			      * between them goes */
+#define SWIFT_X_FLAGS (SWIFT_X_INITIAL | SWIFT_X_EPHEMERAL | SWIFT_X_HELD | SWIFT_X_LINK)
+
+/* A tenant key: the same on every node it was provisioned to. */
+#define SWIFT_KEY_ID_MAX 16
+#define SWIFT_KEYS_MAX 8
+struct swift_key {
+	char id[SWIFT_KEY_ID_MAX + 1];
+	uint8_t key[64];
+	size_t len;
+};
+
+/* Parse a keyring ("<id> <64 hex digits>" per line, newest first) or a
+ * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
+ * of keys, or -1 with err. */
+int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
 
 /* Row operations the exchange calls; the unit tests supply fakes. */
 struct swift_rowops {
@@ -325,8 +350,8 @@ struct swift_rowops {
 
 struct swift_xenv {
 	const struct swift_cfg *cfg;
-	const uint8_t *key;
-	size_t key_len;
+	const struct swift_key *keys; /* keys[0] is the one dialed with */
+	int nkeys;
 	const struct swift_rowops *ops;
 };
 
@@ -334,12 +359,13 @@ enum xstep {
 	X_CONNECTING = 1, /* client: non-blocking connect in progress */
 	X_HELLO,          /* server: waiting for the hello */
 	X_CHAL,           /* client: waiting for the challenge */
-	X_AUTH,           /* server: waiting for the initiator's proof */
-	X_QPS,            /* server: waiting for the initiator's QPs */
+	X_AUTH,           /* server: waiting for the proof and the QPs */
 	X_REPLY,          /* client: waiting for the reply header */
-	X_THEIRS,         /* client: waiting for the server's QPs */
+	X_THEIRS,         /* client: waiting for the server's QPs and tag */
+	X_CONFIRM,        /* server: waiting for the client's confirmation */
+	X_ACK,            /* client: waiting for the server's acknowledgement */
 	X_FLUSH,          /* output queued; done once it is sent */
-	X_HELDOPEN,       /* held: open until either side closes */
+	X_HELDOPEN,       /* held or link: open until either side closes */
 };
 
 #define SWIFT_XBUF 4096
@@ -352,10 +378,17 @@ struct xconn {
 	int peer;                    /* cfg index; the server learns it */
 	int count;
 	int foreign;                 /* client: QPs of a function, no rows */
+	int key;                     /* index of the key in use */
 	uint8_t nonce_i[16], nonce_s[16];
-	char tenant[SWIFT_NAME_MAX], from[SWIFT_NAME_MAX];
+	uint8_t hello[8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 24]; /* as sent */
+	uint8_t reply[8];            /* the reply's header, for its tag */
+	uint8_t transcript[32];      /* SHA-256 of the hello and nonce_s */
+	uint8_t session[32];         /* tags every message after the proofs */
+	char tenant[SWIFT_NAME_MAX], from[SWIFT_NAME_MAX], to[SWIFT_NAME_MAX];
+	char keyid[SWIFT_KEY_ID_MAX + 1];
 	int rows[SWIFT_X_MAX];
 	int nrows;                   /* rows this exchange created */
+	int committed;               /* rows handed to the caller: not destroyed */
 	uint32_t replaces[SWIFT_X_MAX];
 	struct swift_qpinfo local[SWIFT_X_MAX];
 	struct swift_qpinfo remote[SWIFT_X_MAX];
@@ -380,7 +413,8 @@ void swift_xconn_server(struct xconn *x);
  * the next want. Returns XC_MORE, or XC_DONE/XC_HELD/XC_FAIL (x->err).
  * On XC_FAIL the rows this exchange created are destroyed. */
 int swift_xconn_advance(struct xconn *x, const struct swift_xenv *e, const char *addr);
-/* Destroy what the exchange created (failure, deadline, peer gone). */
+/* Destroy what the exchange created and did not commit (failure,
+ * deadline, peer gone). */
 void swift_xconn_abort(struct xconn *x, const struct swift_xenv *e);
 /* Drive a client to its end over a blocking fd (swift-warm). */
 int swift_xconn_run(int fd, struct xconn *x, const struct swift_xenv *e, int timeout_ms);
@@ -463,8 +497,8 @@ struct zygote {
 	struct swift_cfg cfg;
 	struct swift_dev dev;
 	int have_dev;
-	uint8_t key[64];
-	size_t key_len;
+	struct swift_key keys[SWIFT_KEYS_MAX];
+	int nkeys;
 	struct swift_rowops rowops;
 	struct swift_xenv xenv;
 	sigset_t sigs;
@@ -479,6 +513,10 @@ struct zygote {
 	int status_dirty;
 	struct child children[SWIFT_MAX_CHILDREN];
 	struct conn conns[SWIFT_MAX_CONNS];
+	/* every child slot and connection from here on is free: the loop's
+	 * scans stop there (a conn is 20 KiB: scanning all of them each pass
+	 * touched a page each) */
+	int child_hwm, conn_hwm;
 };
 
 /* swift-init.c */
