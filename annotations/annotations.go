@@ -26,6 +26,15 @@ const (
 	Listen  = Prefix + "listen"
 	// RemoteAccess lets a zygote's peers RDMA READ and WRITE its QPs' slices.
 	RemoteAccess = Prefix + "remote-access"
+	// ZygoteContainer names the one container of a pod that runs the
+	// zygote (pod annotations reach every container of the pod).
+	ZygoteContainer = Prefix + "zygote-container"
+)
+
+// CRI annotations naming a container and its pod.
+const (
+	CRIContainerName = "io.kubernetes.cri.container-name"
+	CRISandboxName   = "io.kubernetes.cri.sandbox-name"
 )
 
 // CRIContainerType is the CRI annotation that marks the sandbox (pause) container.
@@ -35,7 +44,7 @@ const CRIContainerType = "io.kubernetes.cri.container-type"
 const MaxPool = 1024
 
 // Known lists every key this version understands, in documentation order.
-var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, Name, Listen, RemoteAccess}
+var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, ZygoteContainer, Name, Listen, RemoteAccess}
 
 // Peer is one entry of swift.io/peers.
 type Peer struct {
@@ -62,6 +71,9 @@ type Options struct {
 	// RemoteAccess is swift.io/remote-access: pool QPs and slices allow
 	// RDMA READ and WRITE from the connected peer (default: SEND and RECV only).
 	RemoteAccess bool
+	// ZygoteContainer is swift.io/zygote-container: in a pod, the name of
+	// the one container that runs the zygote.
+	ZygoteContainer string
 	// Given lists the swift.io/ keys present, sorted.
 	Given []string
 }
@@ -119,6 +131,11 @@ func Parse(annotations map[string]string) (Options, error) {
 			o.Name = v
 		case Listen:
 			o.ListenHost, o.ListenPort, err = parseListen(k, v)
+		case ZygoteContainer:
+			if !IsLabel(v) {
+				err = invalid(k, v, "want a container name (a lowercase DNS label)")
+			}
+			o.ZygoteContainer = v
 		case RemoteAccess:
 			var b *bool
 			if b, err = parseBool(k, v); b != nil {

@@ -16,8 +16,8 @@ func boolPtr(b bool) *bool { return &b }
 func TestKnown(t *testing.T) {
 	want := []string{
 		"swift.io/rdma", "swift.io/tenant", "swift.io/devices", "swift.io/pool",
-		"swift.io/peers", "swift.io/verbs", "swift.io/zygote", "swift.io/name", "swift.io/listen",
-		"swift.io/remote-access",
+		"swift.io/peers", "swift.io/verbs", "swift.io/zygote", "swift.io/zygote-container", "swift.io/name",
+		"swift.io/listen", "swift.io/remote-access",
 	}
 	if !reflect.DeepEqual(Known, want) {
 		t.Fatalf("Known = %q, want %q", Known, want)
@@ -166,7 +166,7 @@ func TestParseReportsFirstKeyInOrder(t *testing.T) {
 func TestParseGivenWhileDisabled(t *testing.T) {
 	valid := map[string]string{
 		Tenant: "t", Devices: "rxe0", Pool: "4", Peers: "a=h:1", Verbs: "cached", Zygote: "false",
-		Name: "z", Listen: "10.0.0.1:7000", RemoteAccess: "true",
+		Name: "z", Listen: "10.0.0.1:7000", RemoteAccess: "true", ZygoteContainer: "worker",
 	}
 	for _, k := range Known {
 		if k == RDMA {

@@ -29,6 +29,9 @@ const DefaultPolicyPath = "/etc/swift/policy.toml"
 // EnvPolicy names the environment variable that overrides policy_path.
 const EnvPolicy = "SWIFT_POLICY"
 
+// DefaultKeysDir is where provisioned tenant keyrings are looked for.
+const DefaultKeysDir = "/etc/swift/keys"
+
 // DefaultZygoteBinDir is where `make install` puts swift-init and swift-run.
 const DefaultZygoteBinDir = "/usr/local/lib/swift"
 
@@ -50,6 +53,9 @@ type Config struct {
 	StateDir string `toml:"state_dir"`
 	// PolicyPath is the tenant policy file (see PolicyFile).
 	PolicyPath string `toml:"policy_path"`
+	// KeysDir holds tenant keyrings an operator provisions on every node
+	// (<tenant>.keys); a tenant policy's key_file takes precedence.
+	KeysDir string `toml:"keys_dir"`
 	// RDMA holds what an opted-in container receives.
 	RDMA RDMA `toml:"rdma"`
 	// Zygote configures the INIT zygote (swift.io/zygote=true).
@@ -91,6 +97,7 @@ func Default() Config {
 		LogLevel:   "info",
 		StateDir:   "/var/lib/swift",
 		PolicyPath: DefaultPolicyPath,
+		KeysDir:    DefaultKeysDir,
 		RDMA: RDMA{
 			Memlock: "unlimited",
 			SysRoot: "/",
@@ -258,6 +265,9 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("%s %q: must be an absolute path: %w", k, p, errdefs.ErrInvalidArgument)
 		}
+	}
+	if !filepath.IsAbs(c.KeysDir) {
+		return fmt.Errorf("keys_dir %q: must be an absolute path: %w", c.KeysDir, errdefs.ErrInvalidArgument)
 	}
 	if !filepath.IsAbs(c.Zygote.BinDir) {
 		return fmt.Errorf("zygote.bin_dir %q: must be an absolute path: %w", c.Zygote.BinDir, errdefs.ErrInvalidArgument)

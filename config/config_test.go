@@ -17,6 +17,7 @@ func TestDefault(t *testing.T) {
 		LogLevel:   "info",
 		StateDir:   "/var/lib/swift",
 		PolicyPath: "/etc/swift/policy.toml",
+		KeysDir:    "/etc/swift/keys",
 		RDMA:       RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
 		Zygote:     Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: 2000000000},
 	}
@@ -83,6 +84,7 @@ const fullConfig = `# node config
 log_level = "debug"
 state_dir = "/srv/swift"
 policy_path = "/srv/swift/policy.toml"
+keys_dir = "/srv/swift/keys"
 
 [rdma]
 default = true
@@ -114,6 +116,7 @@ func TestLoadFile(t *testing.T) {
 		LogLevel:   "debug",
 		StateDir:   "/srv/swift",
 		PolicyPath: "/srv/swift/policy.toml",
+		KeysDir:    "/srv/swift/keys",
 		RDMA: RDMA{
 			Default: true, Memlock: "1GiB", HCAHandle: 16, HCAObject: 4096,
 			SysRoot: "/host", DevRoot: "/host/dev",
@@ -267,6 +270,7 @@ func TestParseInvalidValues(t *testing.T) {
 		{"sys_root relative", "[rdma]\nsys_root = \"host\"", []string{"rdma.sys_root", `"host"`, "absolute"}},
 		{"sys_root empty", "[rdma]\nsys_root = \"\"", []string{"rdma.sys_root"}},
 		{"dev_root relative", "[rdma]\ndev_root = \"./dev\"", []string{"rdma.dev_root", `"./dev"`}},
+		{"keys_dir relative", "keys_dir = \"keys\"", []string{"keys_dir", `"keys"`, "absolute"}},
 		{"zygote.bin_dir relative", "[zygote]\nbin_dir = \"lib/swift\"", []string{"zygote.bin_dir", `"lib/swift"`, "absolute"}},
 		{"zygote.function_uid_base root's range", "[zygote]\nfunction_uid_base = 5", []string{"zygote.function_uid_base 5", "from 1000 to 4294967166"}},
 		{"zygote.function_uid_base past uid_t", "[zygote]\nfunction_uid_base = 4294967200", []string{"zygote.function_uid_base 4294967200", "from 1000"}},

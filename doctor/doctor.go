@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/keys"
+	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/shim"
 	"github.com/swift-rdma/swift-containerd/verbs"
 	"golang.org/x/sys/unix"
@@ -130,7 +133,64 @@ func Run(ctx context.Context, n Node) []Result {
 	rs = append(rs, checkContainerd(ctx, n))
 	rs = append(rs, checkRunc(ctx, n))
 	rs = append(rs, checkVerbsCache(n, cfg))
+	rs = append(rs, checkKeys(cfg))
 	return rs
+}
+
+// checkKeys reports which tenants have a provisioned keyring (the same on
+// every node): a tenant without one gets a node-local key, and its zygotes
+// cannot reach zygotes on other nodes.
+func checkKeys(cfg config.Config) Result {
+	r := Result{Check: "tenant.keys"}
+	p, err := policy.Load(cfg.PolicyFile())
+	if err != nil {
+		r.Status, r.Detail, r.Fix = Warn, "tenant policy unreadable: "+err.Error(), "swiftctl policy check"
+		return r
+	}
+	var names []string
+	if !p.IsOpen() {
+		for n := range p.Tenants {
+			names = append(names, n)
+		}
+	} else if ents, err := os.ReadDir(cfg.KeysDir); err == nil {
+		for _, e := range ents {
+			if n, ok := strings.CutSuffix(e.Name(), ".keys"); ok {
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	var with, without, bad []string
+	for _, n := range names {
+		keyFile := ""
+		if t := p.Tenants[n]; t != nil {
+			keyFile = t.KeyFile
+		}
+		path, found, err := keys.Provisioned(cfg.KeysDir, keyFile, n)
+		switch {
+		case err != nil:
+			bad = append(bad, err.Error())
+		case found:
+			with = append(with, n+" ("+path+")")
+		default:
+			without = append(without, n)
+		}
+	}
+	switch {
+	case len(bad) > 0:
+		r.Status, r.Detail = Fail, strings.Join(bad, "; ")
+		r.Fix = "swiftctl keys show FILE; a keyring is <id> <64 hex digits> per line, mode 0400"
+	case len(without) > 0 || (p.IsOpen() && len(with) == 0):
+		r.Status = Warn
+		r.Detail = "tenants without a provisioned keyring get a node-local key: their zygotes cannot reach other nodes"
+		if len(without) > 0 {
+			r.Detail += ": " + strings.Join(without, ", ")
+		}
+		r.Fix = fmt.Sprintf("swiftctl keys gen %s/<tenant>.keys, the same file on every node (or key_file in the policy)", cfg.KeysDir)
+	default:
+		r.Status, r.Detail = OK, "provisioned: "+strings.Join(with, ", ")
+	}
+	return r
 }
 
 // checkVerbsCache reports whether opted-in containers get the cached verbs

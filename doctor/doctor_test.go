@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
 
@@ -499,5 +500,50 @@ func TestOutput(t *testing.T) {
 		if Failed(tc.rs) != tc.fail {
 			t.Errorf("Failed(%v) = %v", tc.rs, !tc.fail)
 		}
+	}
+}
+
+// TestCheckKeys: tenants with a provisioned keyring, without one (a
+// warning: they cannot reach other nodes), and with a broken one (a failure).
+func TestCheckKeys(t *testing.T) {
+	dir := t.TempDir()
+	keysDir := filepath.Join(dir, "keys")
+	os.MkdirAll(keysDir, 0o700)
+	k, _ := keys.New("k1")
+	if err := keys.Write(filepath.Join(keysDir, "a.keys"), keys.Ring{k}); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "policy.toml")
+	cfg := config.Default()
+	cfg.KeysDir, cfg.PolicyPath = keysDir, pol
+	t.Setenv(config.EnvPolicy, "")
+	write := func(body string) {
+		if err := os.WriteFile(pol, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("[tenants.a]\n")
+	if r := checkKeys(cfg); r.Status != OK || !strings.Contains(r.Detail, "a ("+filepath.Join(keysDir, "a.keys")+")") {
+		t.Errorf("all provisioned: %+v", r)
+	}
+	write("[tenants.a]\n[tenants.b]\n")
+	if r := checkKeys(cfg); r.Status != Warn || !strings.HasSuffix(r.Detail, "cannot reach other nodes: b") {
+		t.Errorf("b without a ring: %+v", r)
+	}
+	os.WriteFile(filepath.Join(keysDir, "b.keys"), []byte("k1 zz\n"), 0o400)
+	if r := checkKeys(cfg); r.Status != Fail || !strings.Contains(r.Detail, "b.keys") {
+		t.Errorf("b with a broken ring: %+v", r)
+	}
+	os.Remove(pol)
+	if r := checkKeys(cfg); r.Status != Fail {
+		t.Errorf("no policy, a broken ring in keys_dir: %+v", r)
+	}
+	os.Remove(filepath.Join(keysDir, "b.keys"))
+	if r := checkKeys(cfg); r.Status != OK {
+		t.Errorf("no policy, one good ring: %+v", r)
+	}
+	os.Remove(filepath.Join(keysDir, "a.keys"))
+	if r := checkKeys(cfg); r.Status != Warn {
+		t.Errorf("no policy, no ring: %+v", r)
 	}
 }

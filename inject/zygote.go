@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -17,7 +19,7 @@ const (
 	ZygoteBinDir  = ZygoteDir + "/bin"
 	ZygoteInit    = ZygoteBinDir + "/swift-init"
 	ZygoteConf    = ZygoteDir + "/pool.conf"
-	ZygoteKey     = ZygoteDir + "/tenant.key"
+	ZygoteKey     = ZygoteDir + "/tenant.keys"
 	ZygoteRunDir  = "/run/swift"
 	ZygoteSocket  = ZygoteRunDir + "/zygote.sock"
 	EnvSocket     = "SWIFT_SOCKET"
@@ -85,12 +87,12 @@ type PoolConfig struct {
 }
 
 // NewPoolConfig derives the pool description from a container's options;
-// id names the zygote when swift.io/name is absent.
-func NewPoolConfig(id string, o annotations.Options) PoolConfig {
+// name names the zygote when swift.io/name is absent (see DefaultName).
+func NewPoolConfig(name string, o annotations.Options) PoolConfig {
 	pc := PoolConfig{Name: o.Name, Tenant: o.Tenant, Pool: o.Pool, ListenHost: o.ListenHost,
 		ListenPort: o.ListenPort, Peers: o.Peers, RemoteAccess: o.RemoteAccess}
 	if pc.Name == "" {
-		pc.Name = id
+		pc.Name = name
 	}
 	if pc.Tenant == "" {
 		pc.Tenant = DefaultTenant
@@ -134,4 +136,37 @@ func (pc PoolConfig) Render() []byte {
 		}
 	}
 	return []byte(b.String())
+}
+
+// DefaultName is a zygote's name when swift.io/name is absent: under CRI
+// "<pod>-<container>", else the container ID; as it is when that is a
+// DNS label, else cut to fit with a hash of the whole appended, so that it
+// stays unique per pod and container (CRI IDs are 64 hex characters, more
+// than a name holds).
+func DefaultName(id string, ann map[string]string) string {
+	full := id
+	if pod, ctr := ann[annotations.CRISandboxName], ann[annotations.CRIContainerName]; pod != "" && ctr != "" {
+		full = pod + "-" + ctr
+	}
+	if annotations.IsLabel(full) {
+		return full
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(full) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	sum := sha256.Sum256([]byte(full))
+	head := strings.Trim(b.String(), "-")
+	if len(head) > 63-9 {
+		head = strings.TrimRight(head[:63-9], "-")
+	}
+	if head == "" {
+		head = "z"
+	}
+	return head + "-" + hex.EncodeToString(sum[:4])
 }

@@ -44,3 +44,40 @@ func TestPoolConfigRender(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultName: a zygote without swift.io/name is named after its pod
+// and container under CRI, else its ID; cut to a DNS label with a hash of
+// the whole when it is not one.
+func TestDefaultName(t *testing.T) {
+	cri := func(pod, ctr string) map[string]string {
+		return map[string]string{annotations.CRISandboxName: pod, annotations.CRIContainerName: ctr}
+	}
+	tests := []struct {
+		name string
+		id   string
+		ann  map[string]string
+		want string
+	}{
+		{"ctr id that is a label", "zyg-a", nil, "zyg-a"},
+		{"pod and container", "3f2a", cri("web-0", "worker"), "web-0-worker"},
+		{"CRI id of 64 hex, no pod", "3f2a0c9e8b7d6f5e4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a29180706050", nil,
+			"3f2a0c9e8b7d6f5e4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a2-4431735f"},
+		{"pod name not a label", "x", cri("web-7d9f_x", "worker"), "web-7d9f-x-worker-c9d94de1"},
+		{"upper case and dots", "x", cri("My.Pod", "worker"), "my-pod-worker-2be250e1"},
+		{"nothing left of the name", "___", nil, "z-bda25155"},
+		{"too long", "x", cri("a-very-long-pod-name-from-a-deployment-with-a-replicaset-hash-x8k2p", "worker"),
+			"a-very-long-pod-name-from-a-deployment-with-a-replicas-04a46f8c"},
+		{"pod without container name", "zyg-b", map[string]string{annotations.CRISandboxName: "web-0"}, "zyg-b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DefaultName(tc.id, tc.ann)
+			if got != tc.want {
+				t.Errorf("DefaultName(%q, %v) = %q, want %q", tc.id, tc.ann, got, tc.want)
+			}
+			if !annotations.IsLabel(got) {
+				t.Errorf("DefaultName(%q, %v) = %q, not a DNS label", tc.id, tc.ann, got)
+			}
+		})
+	}
+}

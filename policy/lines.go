@@ -205,7 +205,7 @@ func knownHint(key []string) string {
 	case len(key) == 1:
 		known = "local_tenant, [tenants.NAME]"
 	case len(key) == 3 && key[0] == "tenants":
-		known = "namespaces, claimable_from, local, devices, peers, fork_sharing, seccomp, [container], [node]"
+		known = "namespaces, claimable_from, local, devices, peers, fork_sharing, seccomp, key_file, [container], [node]"
 	case len(key) == 4 && key[2] == "container":
 		known = "qps, hca_handle, hca_object, memlock"
 	case len(key) == 4 && key[2] == "node":

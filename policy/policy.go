@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +68,9 @@ type Tenant struct {
 	ForkSharing bool
 	// Seccomp is the tenant's seccomp level (SeccompNone or SeccompBaseline).
 	Seccomp string
+	// KeyFile is the tenant's keyring, the same on every node (absolute
+	// path); "" falls back to the node's keys_dir, then a node-local key.
+	KeyFile string
 	// Container holds per-container limits; Node the tenant's node-wide quota.
 	Container Limits
 	Node      Quota
@@ -188,6 +192,7 @@ type rawTenant struct {
 	Peers         *[]string `toml:"peers"`
 	ForkSharing   bool      `toml:"fork_sharing"`
 	Seccomp       *string   `toml:"seccomp"`
+	KeyFile       *string   `toml:"key_file"`
 	Container     rawLimits `toml:"container"`
 	Node          rawQuota  `toml:"node"`
 }
@@ -316,6 +321,13 @@ func (v *validator) tenant(name string, r rawTenant) *Tenant {
 			t.Seccomp = *r.Seccomp
 		default:
 			v.add(base+".seccomp", fmt.Sprintf("%q: want %q or %q", *r.Seccomp, SeccompNone, SeccompBaseline))
+		}
+	}
+	if r.KeyFile != nil {
+		if !filepath.IsAbs(*r.KeyFile) || filepath.Clean(*r.KeyFile) != *r.KeyFile {
+			v.add(base+".key_file", fmt.Sprintf("%q: want an absolute, clean path to the tenant's keyring", *r.KeyFile))
+		} else {
+			t.KeyFile = *r.KeyFile
 		}
 	}
 	c, q := base+".container", base+".node"

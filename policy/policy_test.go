@@ -460,3 +460,21 @@ func TestPeerNetworks(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyFile: a tenant names its keyring by an absolute, clean path.
+func TestKeyFile(t *testing.T) {
+	p, err := Parse("x.toml", []byte("[tenants.a]\nkey_file = \"/etc/swift/keys/a.keys\"\n[tenants.b]\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if p.Tenants["a"].KeyFile != "/etc/swift/keys/a.keys" || p.Tenants["b"].KeyFile != "" {
+		t.Fatalf("KeyFile = %q, %q", p.Tenants["a"].KeyFile, p.Tenants["b"].KeyFile)
+	}
+	for _, bad := range []string{"keys/a.keys", "/etc/swift/../a.keys", "/etc//a.keys", ""} {
+		_, err := Parse("x.toml", []byte("[tenants.a]\nkey_file = \""+bad+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), "x.toml: line 2: tenants.a.key_file") ||
+			!strings.Contains(err.Error(), "absolute, clean path") {
+			t.Errorf("key_file %q: Parse = %v, want the line and the key named", bad, err)
+		}
+	}
+}

@@ -39,6 +39,14 @@ func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
 	return err
 }
 
+// zygoteHere tells whether this container runs the zygote asked for: in a
+// pod whose annotations name a zygote container (they reach every
+// container), only that one does; the others get RDMA without a zygote.
+func zygoteHere(s *specs.Spec, o annotations.Options) bool {
+	name := s.Annotations[annotations.CRIContainerName]
+	return o.ZygoteContainer == "" || name == "" || name == o.ZygoteContainer
+}
+
 // editBundle is EditBundle returning the lease it took (nil without a policy).
 func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leaseRef, retErr error) {
 	path := filepath.Join(bundle, SpecFile)
@@ -86,7 +94,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		Limits: &ten.limits, Seccomp: ten.seccomp,
 	}
 	var poolConf []byte
-	if opts.Zygote != nil && *opts.Zygote {
+	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
 		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, spec); err != nil {
 			return nil, err
 		}

@@ -34,6 +34,7 @@ func needRoot(t *testing.T) {
 type fakeNode struct {
 	tree       rdmatest.Tree
 	cgroupRoot string
+	keysDir    string // the node config's keys_dir: provisioned keyrings
 }
 
 func newFakeNode(t *testing.T, rdmaCgroup bool) fakeNode {
@@ -58,15 +59,15 @@ func newFakeNode(t *testing.T, rdmaCgroup bool) fakeNode {
 	if err := os.WriteFile(filepath.Join(cg, "cgroup.controllers"), []byte(controllers+"\n"), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	return fakeNode{tree: tree, cgroupRoot: cg}
+	return fakeNode{tree: tree, cgroupRoot: cg, keysDir: t.TempDir()}
 }
 
 // writeConfig writes a node config pointing at the fake tree; memlock 4MiB
 // stays under the usual 8MiB hard limit, so no CAP_SYS_RESOURCE is needed.
 func (n fakeNode) writeConfig(t *testing.T, extra string) string {
 	t.Helper()
-	body := fmt.Sprintf("log_level = \"error\"\n%s\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
-		extraTop(extra), n.tree.SysRoot, n.tree.DevRoot) + extraRDMA(extra)
+	body := fmt.Sprintf("log_level = \"error\"\nkeys_dir = %q\n%s\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		n.keysDir, extraTop(extra), n.tree.SysRoot, n.tree.DevRoot) + extraRDMA(extra)
 	p := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)

@@ -219,12 +219,12 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	got, _ := readBundle(t, bundle)
 	var key string
 	for _, m := range got.Mounts {
-		if m.Destination == "/.swift/tenant.key" {
+		if m.Destination == "/.swift/tenant.keys" {
 			key = m.Source
 		}
 	}
-	if key != filepath.Join(state, "keys", "a.key") {
-		t.Errorf("tenant key mounted from %q, want tenant a's", key)
+	if key != filepath.Join(state, "keys", "a.keys") {
+		t.Errorf("tenant key mounted from %q, want tenant a's node-local ring", key)
 	}
 	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 4 || ls[0].Tenant != "a" {
 		t.Errorf("leases %+v, want one of tenant a with 4 QPs", ls)

@@ -1,8 +1,6 @@
 package shim
 
 import (
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
@@ -31,43 +30,23 @@ func zygoteBinDir(cfg config.Config) (string, error) {
 	return dir, nil
 }
 
-// TenantKey returns the path of tenant's key under the state dir, creating
-// a random 32-byte key (mode 0400) the first time. Zygotes of one tenant
-// authenticate each other with it.
-func TenantKey(stateDir, tenant string) (string, error) {
-	dir := filepath.Join(stateDir, "keys")
-	path := filepath.Join(dir, tenant+".key")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
+// TenantKeyring returns the path of the tenant's keyring, checked: the
+// provisioned one (the policy's key_file, else keys_dir/<tenant>.keys),
+// else a node-local ring under the state dir, created the first time (its
+// zygotes reach no other node). provisioned tells which.
+func TenantKeyring(cfg config.Config, t *policy.Tenant, tenant string) (path string, provisioned bool, err error) {
+	keyFile := ""
+	if t != nil {
+		keyFile = t.KeyFile
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("tenant key dir: %w", err)
+	if path, found, err := keys.Provisioned(cfg.KeysDir, keyFile, tenant); err != nil || found {
+		return path, found, err
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, "."+tenant+".key-*")
+	local, err := keys.LocalRing(filepath.Join(cfg.StateDir, "keys"), tenant)
 	if err != nil {
-		return "", fmt.Errorf("tenant key: %w", err)
+		return "", false, fmt.Errorf("node-local key of tenant %s: %w", tenant, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(key); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Chmod(0o400); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	// Link, not rename: a concurrent shim that created the key first wins.
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("tenant key: %w", err)
-	}
-	return path, nil
+	return local, false, nil
 }
 
 // functionUIDs is the uid base functions run under: the node's, unless the
@@ -101,10 +80,10 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := inject.NewPoolConfig(id, opts)
+	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)
 	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
-	key, err := TenantKey(cfg.StateDir, pc.Tenant)
+	key, _, err := TenantKeyring(cfg, t, pc.Tenant)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,9 +1,18 @@
 package shim
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/keys"
+	"github.com/swift-rdma/swift-containerd/policy"
 )
 
 // TestFunctionUIDs: the node's uid base reaches the pool description unless
@@ -35,6 +44,85 @@ func TestFunctionUIDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := functionUIDs(tc.spec, tc.base); got != tc.want {
 				t.Errorf("functionUIDs = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTenantKeyring: the policy's key_file, else keys_dir/<tenant>.keys,
+// else a node-local ring; a provisioned ring that does not parse, or that
+// others may read, is a FailedPrecondition naming it.
+func TestTenantKeyring(t *testing.T) {
+	keysDir, state, other := t.TempDir(), t.TempDir(), t.TempDir()
+	cfg := config.Default()
+	cfg.KeysDir, cfg.StateDir = keysDir, state
+	k, _ := keys.New("k1")
+	if err := keys.Write(filepath.Join(keysDir, "t1.keys"), keys.Ring{k}); err != nil {
+		t.Fatal(err)
+	}
+	named := filepath.Join(other, "ring")
+	if err := keys.Write(named, keys.Ring{k}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		tenant      *policy.Tenant
+		ten         string
+		path        string
+		provisioned bool
+	}{
+		{"keys_dir", nil, "t1", filepath.Join(keysDir, "t1.keys"), true},
+		{"policy key_file wins", &policy.Tenant{Name: "t1", KeyFile: named}, "t1", named, true},
+		{"node-local", nil, "t2", filepath.Join(state, "keys", "t2.keys"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, prov, err := TenantKeyring(cfg, tc.tenant, tc.ten)
+			if err != nil || p != tc.path || prov != tc.provisioned {
+				t.Fatalf("TenantKeyring = %q, %v, %v; want %q, %v", p, prov, err, tc.path, tc.provisioned)
+			}
+		})
+	}
+	bad := filepath.Join(keysDir, "t3.keys")
+	os.WriteFile(bad, []byte("k1 nothex\n"), 0o400)
+	if _, _, err := TenantKeyring(cfg, nil, "t3"); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a ring that does not parse: %v, want FailedPrecondition naming %s", err, bad)
+	}
+	open := filepath.Join(keysDir, "t4.keys")
+	keys.Write(open, keys.Ring{k})
+	os.Chmod(open, 0o644)
+	if _, _, err := TenantKeyring(cfg, nil, "t4"); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "mode 0644") {
+		t.Errorf("a ring others may read: %v, want FailedPrecondition naming the mode", err)
+	}
+	missing := &policy.Tenant{Name: "t5", KeyFile: filepath.Join(other, "absent")}
+	if _, _, err := TenantKeyring(cfg, missing, "t5"); !errdefs.IsFailedPrecondition(err) {
+		t.Errorf("a policy key_file that does not exist: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestZygoteHere: pod annotations reach every container of the pod; with
+// swift.io/zygote-container only the named one runs the zygote.
+func TestZygoteHere(t *testing.T) {
+	tests := []struct {
+		name      string
+		container string // the CRI container name, "" outside CRI
+		named     string // swift.io/zygote-container
+		want      bool
+	}{
+		{"not named, ctr", "", "", true},
+		{"not named, pod", "worker", "", true},
+		{"named, this one", "worker", "worker", true},
+		{"named, a sidecar", "sidecar", "worker", false},
+		{"named, outside CRI", "", "worker", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &specs.Spec{Annotations: map[string]string{}}
+			if tc.container != "" {
+				s.Annotations[annotations.CRIContainerName] = tc.container
+			}
+			if got := zygoteHere(s, annotations.Options{ZygoteContainer: tc.named}); got != tc.want {
+				t.Errorf("zygoteHere(container %q, zygote-container %q) = %v, want %v", tc.container, tc.named, got, tc.want)
 			}
 		})
 	}

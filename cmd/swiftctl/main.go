@@ -18,6 +18,8 @@ commands:
   pools ls [--leases] [--json]
                         RDMA leases in the node's ledger: usage and quota per tenant
   pools gc [--dry-run]  reclaim the leases of containers that no longer exist
+  keys gen|rotate|show FILE
+                        a tenant keyring for the zygotes of every node (show prints fingerprints only)
   devices               list the node's RDMA devices and their uverbs nodes
   cache build|check|show  profile libibverbs and build, check (exit 1 unless valid) or show the node's verbs cache
   bench                 run the benchmarks and write out/bench.json
@@ -47,6 +49,8 @@ func main() {
 		err = cmdPolicy(os.Args[2:])
 	case "pools":
 		err = cmdPools(os.Args[2:])
+	case "keys":
+		err = cmdKeys(os.Stdout, os.Args[2:])
 	case "cache":
 		err = cmdCache(ctx, os.Stdout, os.Args[2:])
 	case "bench":

@@ -36,7 +36,7 @@ func TestZygoteIsInit(t *testing.T) {
 	opts := zygoteConfig(t)
 	script := `set -e
 cat /proc/1/cmdline | tr '\0' ' '; echo
-ls -l /.swift/tenant.key | cut -c1-10
+ls -l /.swift/tenant.keys | cut -c1-10
 sed -n 's/^tenant /tenant=/p; s/^peer /peer=/p' /.swift/pool.conf
 /.swift/bin/swift-run --no-qp -- exit 5 || echo "fork rc=$?"
 /.swift/bin/swift-run --no-qp -- crash || echo "crash rc=$?"

@@ -1,0 +1,255 @@
+package keys
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+)
+
+// KeyLen is the length of every key, in bytes.
+const KeyLen = 32
+
+// MaxKeys bounds a ring (the zygote reads at most this many).
+const MaxKeys = 8
+
+// LocalID is the ID of a node-local key.
+const LocalID = "local"
+
+var idPattern = regexp.MustCompile(`^[a-z0-9-]{1,16}$`)
+
+// Key is one key of a ring.
+type Key struct {
+	ID  string
+	Key []byte
+}
+
+// Fingerprint identifies a key without revealing it: the first 16 hex
+// digits of the SHA-256 of the key.
+func (k Key) Fingerprint() string {
+	s := sha256.Sum256(k.Key)
+	return hex.EncodeToString(s[:8])
+}
+
+// Ring is a keyring, newest key first.
+type Ring []Key
+
+// ValidID tells whether id can name a key.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// Parse reads a ring. name is used in errors (a path).
+func Parse(name string, b []byte) (Ring, error) {
+	var r Ring
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 4096), 4096)
+	for line := 1; sc.Scan(); line++ {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		f := strings.Fields(t)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"<id> <%d hex digits>\": %w", name, line, 2*KeyLen, errdefs.ErrInvalidArgument)
+		}
+		if !ValidID(f[0]) {
+			return nil, fmt.Errorf("%s:%d: key id %q: want 1 to 16 of a-z, 0-9, '-': %w", name, line, f[0], errdefs.ErrInvalidArgument)
+		}
+		if seen[f[0]] {
+			return nil, fmt.Errorf("%s:%d: key id %q given twice: %w", name, line, f[0], errdefs.ErrInvalidArgument)
+		}
+		k, err := hex.DecodeString(f[1])
+		if err != nil || len(k) != KeyLen {
+			return nil, fmt.Errorf("%s:%d: key %s: want %d hex digits: %w", name, line, f[0], 2*KeyLen, errdefs.ErrInvalidArgument)
+		}
+		seen[f[0]] = true
+		r = append(r, Key{ID: f[0], Key: k})
+		if len(r) > MaxKeys {
+			return nil, fmt.Errorf("%s: more than %d keys: %w", name, MaxKeys, errdefs.ErrInvalidArgument)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", name, err, errdefs.ErrInvalidArgument)
+	}
+	if len(r) == 0 {
+		return nil, fmt.Errorf("%s: no key: %w", name, errdefs.ErrInvalidArgument)
+	}
+	return r, nil
+}
+
+// Format writes a ring the way Parse reads it.
+func (r Ring) Format() []byte {
+	var b bytes.Buffer
+	b.WriteString("# Swift tenant keyring: <id> <key>, newest (the one dialed with) first\n")
+	for _, k := range r {
+		fmt.Fprintf(&b, "%s %s\n", k.ID, hex.EncodeToString(k.Key))
+	}
+	return b.Bytes()
+}
+
+// New returns a fresh random key. An empty id becomes the date and time.
+func New(id string) (Key, error) {
+	if id == "" {
+		id = time.Now().UTC().Format("20060102-150405")
+	}
+	if !ValidID(id) {
+		return Key{}, fmt.Errorf("key id %q: want 1 to 16 of a-z, 0-9, '-': %w", id, errdefs.ErrInvalidArgument)
+	}
+	k := make([]byte, KeyLen)
+	if _, err := rand.Read(k); err != nil {
+		return Key{}, err
+	}
+	return Key{ID: id, Key: k}, nil
+}
+
+// Rotate returns a ring with k first and at most keep keys.
+func (r Ring) Rotate(k Key, keep int) (Ring, error) {
+	if keep < 1 {
+		return nil, fmt.Errorf("keep %d: want at least 1: %w", keep, errdefs.ErrInvalidArgument)
+	}
+	for _, o := range r {
+		if o.ID == k.ID {
+			return nil, fmt.Errorf("key id %q is in the ring already: %w", k.ID, errdefs.ErrInvalidArgument)
+		}
+	}
+	out := append(Ring{k}, r...)
+	if len(out) > keep {
+		out = out[:keep]
+	}
+	return out, nil
+}
+
+// Mode is the file mode rings are written with.
+const Mode = 0o400
+
+// Read reads and parses a ring file. It must be a regular file that only
+// its owner may read or write.
+func Read(path string) (Ring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("keyring %s: not a regular file: %w", path, errdefs.ErrInvalidArgument)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("keyring %s: mode %04o lets others read or write it (want 0400 or 0600): %w",
+			path, st.Mode().Perm(), errdefs.ErrInvalidArgument)
+	}
+	b := make([]byte, 4097)
+	n, err := f.Read(b)
+	if err != nil && n == 0 {
+		return nil, fmt.Errorf("keyring %s: %w", path, err)
+	}
+	if n > 4096 {
+		return nil, fmt.Errorf("keyring %s: larger than 4096 bytes: %w", path, errdefs.ErrInvalidArgument)
+	}
+	return Parse(path, b[:n])
+}
+
+// Write writes r to path atomically with mode Mode, synced to disk.
+func Write(path string, r Ring) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(Mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(r.Format()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// LocalRing returns the path of tenant's node-local ring under dir,
+// creating it (one random key, id "local") the first time. Concurrent
+// callers get the same ring.
+func LocalRing(dir, tenant string) (string, error) {
+	path := filepath.Join(dir, tenant+".keys")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("tenant key dir: %w", err)
+	}
+	k, err := New(LocalID)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "."+tenant+".keys-*")
+	if err != nil {
+		return "", fmt.Errorf("tenant key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(Ring{k}.Format())
+	if werr == nil {
+		werr = tmp.Chmod(Mode)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("tenant key: %w", werr)
+	}
+	// Link, not rename: a concurrent shim that created the ring first wins.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("tenant key: %w", err)
+	}
+	return path, nil
+}
+
+// Provisioned finds tenant's provisioned ring: keyFile (a policy's
+// key_file) when set, else keysDir/<tenant>.keys when it exists. found is
+// false when there is none; a ring that exists but cannot be read or
+// parsed, or that others may read, is an error naming it.
+func Provisioned(keysDir, keyFile, tenant string) (path string, found bool, err error) {
+	path = keyFile
+	if path == "" {
+		path = filepath.Join(keysDir, tenant+".keys")
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+	}
+	if _, err := Read(path); err != nil {
+		return "", false, fmt.Errorf("tenant %s's keyring: %w: %w", tenant, err, errdefs.ErrFailedPrecondition)
+	}
+	return path, true, nil
+}

@@ -1,0 +1,185 @@
+package keys
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/containerd/errdefs"
+)
+
+func hexKey(b byte) string { return strings.Repeat(hex.EncodeToString([]byte{b}), KeyLen) }
+
+func TestParse(t *testing.T) {
+	good := "# a ring\n\nk2 " + hexKey(0xbb) + "\n  k1   " + hexKey(0xaa) + "  \n"
+	r, err := Parse("ring", []byte(good))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(r) != 2 || r[0].ID != "k2" || r[1].ID != "k1" || r[0].Key[0] != 0xbb || r[1].Key[31] != 0xaa {
+		t.Fatalf("Parse = %+v", r)
+	}
+	bad := []struct{ name, in, want string }{
+		{"empty", "", "ring: no key"},
+		{"comments only", "# x\n\n", "ring: no key"},
+		{"one field", "k1\n", "ring:1: want"},
+		{"three fields", "k1 " + hexKey(1) + " x\n", "ring:1: want"},
+		{"upper-case id", "K1 " + hexKey(1) + "\n", `ring:1: key id "K1"`},
+		{"long id", "abcdefghijklmnopq " + hexKey(1) + "\n", "ring:1: key id"},
+		{"short key", "k1 " + hexKey(1)[:62] + "\n", "ring:1: key k1: want 64 hex digits"},
+		{"long key", "k1 " + hexKey(1) + "00\n", "ring:1: key k1"},
+		{"not hex", "k1 " + strings.Repeat("zz", 32) + "\n", "ring:1: key k1"},
+		{"id twice", "k1 " + hexKey(1) + "\nk1 " + hexKey(2) + "\n", `ring:2: key id "k1" given twice`},
+		{"too many", strings.Repeat("x", 0) + func() string {
+			var b strings.Builder
+			for i := 0; i < MaxKeys+1; i++ {
+				b.WriteString(string(rune('a'+i)) + " " + hexKey(byte(i)) + "\n")
+			}
+			return b.String()
+		}(), "more than 8 keys"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("ring", []byte(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errdefs.IsInvalidArgument(err) {
+				t.Fatalf("Parse = %v, want an InvalidArgument containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	a, _ := New("a")
+	b, _ := New("b")
+	r := Ring{a, b}
+	got, err := Parse("x", r.Format())
+	if err != nil || len(got) != 2 || got[0].ID != "a" || !bytes.Equal(got[1].Key, b.Key) {
+		t.Fatalf("round trip = %+v, %v", got, err)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	// SHA-256 of 32 zero bytes begins 66687aadf862bd77
+	k := Key{ID: "z", Key: make([]byte, KeyLen)}
+	if got := k.Fingerprint(); got != "66687aadf862bd77" {
+		t.Fatalf("Fingerprint = %s", got)
+	}
+}
+
+func TestNewAndRotate(t *testing.T) {
+	k1, err := New("k1")
+	if err != nil || len(k1.Key) != KeyLen {
+		t.Fatalf("New = %+v, %v", k1, err)
+	}
+	k2, _ := New("k2")
+	if bytes.Equal(k1.Key, k2.Key) {
+		t.Fatal("two new keys are equal")
+	}
+	if _, err := New("Bad"); !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("New(Bad) = %v", err)
+	}
+	if d, err := New(""); err != nil || !ValidID(d.ID) {
+		t.Fatalf("New(\"\") = %q, %v", d.ID, err)
+	}
+	k3, _ := New("k3")
+	r, err := Ring{k2, k1}.Rotate(k3, 2)
+	if err != nil || len(r) != 2 || r[0].ID != "k3" || r[1].ID != "k2" {
+		t.Fatalf("Rotate = %+v, %v", r, err)
+	}
+	if _, err := r.Rotate(k3, 2); !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("Rotate with an ID already there = %v", err)
+	}
+	if _, err := r.Rotate(k1, 0); !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("Rotate keep 0 = %v", err)
+	}
+}
+
+func TestReadWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t1.keys")
+	k, _ := New("k1")
+	if err := Write(path, Ring{k}); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o400 {
+		t.Errorf("mode %04o, want 0400", st.Mode().Perm())
+	}
+	r, err := Read(path)
+	if err != nil || len(r) != 1 || !bytes.Equal(r[0].Key, k.Key) {
+		t.Fatalf("Read = %+v, %v", r, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(path); err == nil || !strings.Contains(err.Error(), "mode 0644") {
+		t.Fatalf("Read of a 0644 ring = %v, want the mode named", err)
+	}
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Read of a directory = %v", err)
+	}
+	big := filepath.Join(dir, "big.keys")
+	os.WriteFile(big, bytes.Repeat([]byte("#"), 5000), 0o600)
+	if _, err := Read(big); err == nil || !strings.Contains(err.Error(), "larger than 4096") {
+		t.Fatalf("Read of a big file = %v", err)
+	}
+}
+
+func TestLocalRing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	var wg sync.WaitGroup
+	paths := make([]string, 8)
+	for i := range paths {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			paths[i], _ = LocalRing(dir, "t1")
+		}(i)
+	}
+	wg.Wait()
+	first, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, first) {
+			t.Fatal("concurrent callers got different rings")
+		}
+	}
+	r, err := Read(paths[0])
+	if err != nil || len(r) != 1 || r[0].ID != LocalID {
+		t.Fatalf("local ring = %+v, %v", r, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
+	if len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("k1 " + hexKey(1) + "\n"))
+	f.Add([]byte("# c\nk2 " + hexKey(2) + "\nk1 " + hexKey(1)))
+	f.Add([]byte("k1 zz\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Parse("f", b)
+		if err != nil {
+			return
+		}
+		if len(r) < 1 || len(r) > MaxKeys {
+			t.Fatalf("%d keys", len(r))
+		}
+		again, err := Parse("f", r.Format())
+		if err != nil || len(again) != len(r) {
+			t.Fatalf("a parsed ring does not round-trip: %v", err)
+		}
+		for i := range r {
+			if !ValidID(r[i].ID) || len(r[i].Key) != KeyLen || again[i].ID != r[i].ID || !bytes.Equal(again[i].Key, r[i].Key) {
+				t.Fatalf("key %d changed in the round trip", i)
+			}
+		}
+	})
+}
