@@ -62,6 +62,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $$((50000 * $(FUZZSCALE)))x ./shim
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./policy
 	$(FUZZ) -fuzz '^FuzzParseSnapshot$$' -fuzztime $$((300000 * $(FUZZSCALE)))x ./verbs
+	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./keys
 
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration
@@ -80,11 +81,12 @@ include test/vm/vm.mk
 test: deps build unit fuzz integration cri matrix test-vm
 
 # Benchmarks, side by side in one run: the shim against runc's (host), and
-# fork start in the rxe VM; all figures go to out/bench.json.
+# fork start in the rxe VM, the data plane and fork start across a pair of
+# guests; all figures go to out/bench.json.
 bench: deps build
 	@mkdir -p $(OUT)
 	$(BIN)/swiftctl bench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
-	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
 		$(GO) test -count=1 -v -timeout 30m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json
 

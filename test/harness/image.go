@@ -240,3 +240,46 @@ func BusyboxImage(ref string) (Image, error) {
 	}
 	return Image{Ref: ref, Files: files, Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}, nil
 }
+
+// FilesFromDir reads the tree under dir into image entries: directories,
+// symbolic links and regular files with their permission bits (a hard
+// link becomes a copy).
+func FilesFromDir(dir string) (map[string]File, error) {
+	files := map[string]File{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			files[rel] = File{Mode: fs.ModeDir | info.Mode().Perm()}
+		case info.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			files[rel] = File{Mode: fs.ModeSymlink | 0o777, Link: t}
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files[rel] = File{Mode: info.Mode().Perm(), Data: data}
+		default:
+			return fmt.Errorf("%s: unsupported file type %v", p, info.Mode().Type())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image files from %s: %w", dir, err)
+	}
+	return files, nil
+}

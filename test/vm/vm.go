@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
 // Scenario names, in the order the guest runs them (see guest/scenarios.sh).
@@ -34,24 +36,36 @@ const (
 	ScenarioPolicy          = "policy"
 	ScenarioHostile         = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
-	ScenarioXData = "x-data"
+	ScenarioXData    = "x-data"
+	ScenarioXKeys    = "x-keys"
+	ScenarioXTamper  = "x-tamper"
+	ScenarioXRestart = "x-restart"
+	// ScenarioXCRI runs a pod through CRI (crictl) on node a: a sidecar
+	// and a zygote container connecting to node b.
+	ScenarioXCRI = "x-cri"
+	// ScenarioXBench measures the data plane and fork start across the
+	// pair (make bench).
+	ScenarioXBench = "x-bench"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 	// ScenarioProbe runs the shell script SWIFT_VM_PROBE names (a host
 	// path, read over the 9p root) in the guest: a developer's experiment
 	// on real rxe, with containerd running. Selected only by name.
 	ScenarioProbe = "probe"
+	// ScenarioXProbe runs SWIFT_VM_PROBE on both guests of a pair
+	// ($NODE is a or b; xsync, xput and xget meet the other node).
+	ScenarioXProbe = "x-probe"
 )
 
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
-	ScenarioXData,
+	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 
 // BenchScenarios are run by `make bench`, not by the test batch.
-var BenchScenarios = []string{ScenarioForkBench, ScenarioVerbsBench, ScenarioDemo}
+var BenchScenarios = []string{ScenarioForkBench, ScenarioVerbsBench, ScenarioDemo, ScenarioXBench}
 
 // NeedsContainerd reports whether a scenario runs containers (and so needs
 // containerd, runc and the Swift shim).
@@ -74,6 +88,7 @@ type Config struct {
 	CacheDir        string        // kernel and initramfs cache
 	BinDir          string        // holds containerd-shim-swift-v2
 	ContainerdDir   string        // holds containerd, ctr, containerd-shim-runc-v2
+	CrictlDir       string        // holds crictl (CRI scenarios)
 	Scenarios       []string      // scenarios to run, in order
 	Broken          string        // "" (off), "1" (exit non-zero) or "hang"
 	Timeout         time.Duration // whole VM; the guest is killed after it
@@ -98,6 +113,7 @@ type Config struct {
 //	SWIFT_VM_CACHE             kernel/initramfs cache (default /var/cache/swift-build/vm)
 //	SWIFT_BIN                  directory with containerd-shim-swift-v2 (default <repo>/bin)
 //	SWIFT_CONTAINERD_BIN       directory with containerd, ctr, containerd-shim-runc-v2
+//	SWIFT_CRICTL_BIN           directory with crictl (scenarios through CRI)
 //	SWIFT_VM_ACCEL             auto (default), tcg or kvm
 //	SWIFT_VM_MEMORY            guest memory in MiB (default 2048)
 //	SWIFT_VM_CPUS              guest CPUs (default 2)
@@ -113,6 +129,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		CacheDir:        envOr("SWIFT_VM_CACHE", DefaultCacheDir),
 		BinDir:          envOr("SWIFT_BIN", filepath.Join(repo, "bin")),
 		ContainerdDir:   envOr("SWIFT_CONTAINERD_BIN", DefaultContainerdDir),
+		CrictlDir:       os.Getenv(harness.EnvCrictlBin),
 		Scenarios:       AllScenarios,
 		Broken:          os.Getenv("SWIFT_VM_BROKEN"),
 		Timeout:         20 * time.Minute,
@@ -135,7 +152,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 			c.Scenarios = append(c.Scenarios, f)
 		}
 	}
-	if contains(c.Scenarios, ScenarioProbe) {
+	if contains(c.Scenarios, ScenarioProbe) || contains(c.Scenarios, ScenarioXProbe) {
 		if c.Probe == "" || !filepath.IsAbs(c.Probe) {
 			return c, fmt.Errorf("scenario probe needs SWIFT_VM_PROBE, an absolute path to a script (got %q)", c.Probe)
 		}
@@ -181,7 +198,8 @@ func ConfigFromEnv(repo string) (Config, error) {
 }
 
 func knownScenario(s string) bool {
-	return s == ScenarioBroken || s == ScenarioProbe || contains(AllScenarios, s) || contains(BenchScenarios, s)
+	return s == ScenarioBroken || s == ScenarioProbe || s == ScenarioXProbe || contains(AllScenarios, s) ||
+		contains(BenchScenarios, s)
 }
 
 func contains(list []string, s string) bool {
@@ -434,7 +452,8 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	}
 	// Test programs for the container rootfs, each built warning-free:
 	// rdmaquota, and the hostile scenario's attackers (a function handler
-	// and clients that try to hold the zygote's loop).
+	// and clients that try to hold the zygote's loop), and qpbench (the
+	// data bench's plain process with its own QP).
 	csrc := filepath.Join(c.Repo, "test/vm/csrc")
 	progs := []struct {
 		out, src string
@@ -444,6 +463,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		{"hostile.so", "hostile.c", []string{"-shared", "-fPIC", "-DSWIFT_SHARED_HANDLER",
 			"-I", filepath.Join(c.Repo, "zygote"), "-Wl,--disable-new-dtags,-rpath,/.swift/bin/lib"}},
 		{"hostile-client", "hostile-client.c", []string{"-static"}},
+		{"qpbench", "qpbench.c", []string{"-libverbs"}},
 	}
 	var built []string
 	for _, p := range progs {
@@ -469,6 +489,12 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	if err != nil {
 		return err
 	}
+	crictlDir := ""
+	if slices.ContainsFunc(c.Scenarios, NeedsCRI) {
+		if crictlDir, err = prepareCRI(ctx, c, runDir); err != nil {
+			return err
+		}
+	}
 	ctrdDir, err := guestDir(runDir, c.ContainerdDir, "containerd")
 	if err != nil {
 		return err
@@ -483,9 +509,11 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		"SWIFTVM_BROKEN":           c.Broken,
 		"SWIFTVM_RDMA_LIMIT":       strconv.Itoa(c.RDMALimit),
 		"SWIFTVM_PROBE":            c.Probe,
+		"SWIFTVM_CRICTL_DIR":       crictlDir,
 	}
 	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
-		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE"}
+		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE",
+		"SWIFTVM_CRICTL_DIR"}
 	extraKeys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		env[k] = v
@@ -498,6 +526,51 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		fmt.Fprintf(&b, "%s='%s'\n", k, strings.ReplaceAll(env[k], "'", `'\''`))
 	}
 	return os.WriteFile(filepath.Join(runDir, "env"), []byte(b.String()), 0o644)
+}
+
+// NeedsCRI reports whether a scenario runs pods through containerd's CRI
+// plugin (the guest then enables it and imports the images).
+func NeedsCRI(name string) bool { return name == ScenarioXCRI }
+
+// CRI images the guest imports: the pinned sandbox image and one made of
+// the container rootfs.
+const (
+	PauseRef  = "swift.local/pause:1"
+	VMRootRef = "swift.local/vmroot:1"
+)
+
+// prepareCRI writes the CRI images to runDir/images (pause.tar,
+// vmroot.tar: docker archives for `ctr images import`) and returns the
+// guest's path of crictl's directory.
+func prepareCRI(ctx context.Context, c Config, runDir string) (string, error) {
+	if c.CrictlDir == "" || !isExecFile(filepath.Join(c.CrictlDir, "crictl")) {
+		return "", fmt.Errorf("scenario %s needs crictl: $%s=%q has none (run `make deps`)",
+			ScenarioXCRI, harness.EnvCrictlBin, c.CrictlDir)
+	}
+	dir := filepath.Join(runDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	pause, err := harness.PauseImage(ctx, dir, PauseRef)
+	if err != nil {
+		return "", err
+	}
+	files, err := harness.FilesFromDir(filepath.Join(runDir, "rootfs"))
+	if err != nil {
+		return "", err
+	}
+	root := harness.Image{Ref: VMRootRef, Files: files, Cmd: []string{"/bin/sh"}}
+	for name, img := range map[string]harness.Image{"pause.tar": pause, "vmroot.tar": root} {
+		if err := harness.WriteDockerArchive(filepath.Join(dir, name), img); err != nil {
+			return "", fmt.Errorf("CRI image %s: %w", img.Ref, err)
+		}
+	}
+	return guestDir(runDir, c.CrictlDir, "crictl")
+}
+
+func isExecFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // kvmUsable reports whether KVM can run the guest: the CPU must advertise

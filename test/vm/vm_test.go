@@ -209,6 +209,14 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			t.Errorf("%s: %s = %q, want %q", name, key, f[key], val)
 		}
 	}
+	// some: a count of at least one (a refused zygote dials again, so a
+	// refusal is logged once per attempt).
+	some := func(key string) {
+		t.Helper()
+		if n, err := strconv.Atoi(f[key]); err != nil || n < 1 {
+			t.Errorf("%s: %s = %q, want a count of at least 1", name, key, f[key])
+		}
+	}
 	switch name {
 	case ScenarioRxe:
 		want("port_state", "PORT_ACTIVE")
@@ -279,6 +287,133 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		}
 		t.Logf("%s: 1,000 messages of 256 B between nodes, median round trip %s us (ibv_rc_pingpong on the link: %s us)",
 			name, f["a.rtt_us"], f["a.raw_rtt_us"])
+	case ScenarioXKeys:
+		// on node a, one zygote after another dialing b's (tenant t1, ring k3, k2)
+		want("a.other_tenant", "refused")
+		want("a.rotated_out", "refused")
+		want("a.no_key", "refused")
+		want("a.k2", "connected")
+		for _, k := range []string{"a.other_tenant_qps", "a.rotated_out_qps", "a.no_key_qps"} {
+			want(k, "0")
+		}
+		want("a.k2_qps", "2")
+		// b logged each refusal with the tenant and the address
+		some("b.refused_other_tenant")
+		some("b.refused_rotated_out")
+		some("b.refused_no_key")
+		want("b.accepted_k2", "1")
+		want("b.qps_left", "0") // nothing created for the refused, nothing left of the accepted one
+	case ScenarioXTamper:
+		for _, d := range []string{"0", "1"} {
+			some("a.flipped_" + d) // one byte changed in each exchange through the relay
+			if f["a.a_state_"+d] == "connected" {
+				t.Errorf("%s: a's pool got connected through a relay changing bytes (direction %s)", name, d)
+			}
+			want("a.a_qps_"+d, "0")
+			want("b.b_qps_"+d, "0")
+			want("b.b_objects_"+d, "0")
+		}
+		if f["a.a_failed_0"] == "" || f["a.a_failed_0"] == "0" || f["b.b_refused_0"] == "" || f["b.b_refused_0"] == "0" {
+			t.Errorf("%s: a changed QP list: a logged %q failures, b %q refusals; want both", name, f["a.a_failed_0"], f["b.b_refused_0"])
+		}
+		if f["a.a_failed_1"] == "" || f["a.a_failed_1"] == "0" {
+			t.Errorf("%s: a changed reply: a logged %q failures, want some", name, f["a.a_failed_1"])
+		}
+	case ScenarioXRestart:
+		ms, err := strconv.Atoi(f["a.reconnect_ms"])
+		// b's container start under TCG (about 2 s) plus a's next dial
+		// (at most 1 s apart while b is away) plus the exchange
+		if err != nil || ms > 8000 {
+			t.Errorf("%s: a reconnected %q ms after b's zygote came back, want at most 8000", name, f["a.reconnect_ms"])
+		}
+		// a 3 s flap is shorter than the link's 5 s timeout: the pool
+		// stays, and the first function after it passes data
+		if ms, err := strconv.Atoi(f["a.heal_ms"]); err != nil || ms > 5000 {
+			t.Errorf("%s: after the link came back functions passed data %q ms later, want at most 5000", name, f["a.heal_ms"])
+		}
+		if !strings.HasPrefix(f["a.after_delete"], "waiting") && !strings.HasPrefix(f["a.after_delete"], "refused") {
+			t.Errorf("%s: with b's zygote gone a reports %q, want it no longer connected", name, f["a.after_delete"])
+		}
+		want("a.stale_rows", "0")
+		want("a.rows_after", "2")
+		want("a.after_restart_verified", "100")
+		want("a.counts_after", f["a.counts_before"])
+		want("b.counts_after", f["b.counts_before"])
+		want("a.after_link_verified", "100")
+		want("a.flap_kept_pool", "yes")
+		t.Logf("%s: a reconnected %s ms after b's zygote was created again; after the link was down for 3 s "+
+			"functions passed data again %s ms after it came back; fds and verbs objects: a %s, b %s",
+			name, f["a.reconnect_ms"], f["a.heal_ms"], f["a.counts_after"], f["b.counts_after"])
+	case ScenarioXCRI:
+		// the zygote is named after pod and container (CRI's ID is 64 hex)
+		want("a.worker_id_len", "64")
+		want("a.worker_zygote", "xpod-worker t1")
+		want("a.worker_peer", "connected")
+		want("a.worker_qps", "2")
+		want("b.peer_state", "connected")
+		// the sidecar runs, as itself, with the devices and no zygote
+		want("a.worker_state", "CONTAINER_RUNNING")
+		want("a.sidecar_state", "CONTAINER_RUNNING")
+		want("a.sidecar_init", "/bin/sleep 3600")
+		want("a.worker_init", "/.swift/bin/swift-init")
+		want("a.sidecar_uverbs", "present")
+		want("a.sidecar_swift", "absent")
+		want("a.pingpong_verified", "100")
+		want("b.echo", "echo: 100 messages, 100 intact, 0 bad")
+		// the pod deleted: nothing left on a; b's rows for it are gone
+		want("a.pods_left", "0")
+		want("a.containers_left", "0")
+		want("a.qps_left", "0")
+		want("a.init_left", "0")
+		want("b.peer_after", "waiting free 0 assigned 0")
+	case ScenarioXBench:
+		num := func(k string) float64 {
+			t.Helper()
+			v, err := strconv.ParseFloat(f[k], 64)
+			if err != nil || v <= 0 {
+				t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
+			}
+			return v
+		}
+		nlat, _ := strconv.Atoi(f["a.lat_n"])
+		// every message of three rounds intact, on both nodes
+		want("a.own_verified", strconv.Itoa(3*nlat))
+		want("a.swift_verified", strconv.Itoa(3*nlat))
+		want("b.echo_bad", "0")
+		want("b.own_serve_bad", "0")
+		runs, _ := strconv.Atoi(f["a.fork_runs"])
+		for _, k := range []string{"plain", "swift", "first", "newdest", "own"} {
+			want("a.fork_"+k+"_n", f["a.fork_runs"])
+		}
+		want("a.fork_pooled_newdest", "0")
+		res := map[string]any{
+			"data.msg_bytes":           256,
+			"data.swift_msgs_per_s":    num("a.swift_msgs"),
+			"data.swift_lat_us":        num("a.swift_lat_us"),
+			"data.swift_lat_p99_us":    num("a.swift_p99_us"),
+			"data.own_msgs_per_s":      num("a.own_msgs"),
+			"data.own_lat_us":          num("a.own_lat_us"),
+			"data.own_lat_p99_us":      num("a.own_p99_us"),
+			"data.perftest_msgs_per_s": num("a.perftest_mpps") * 1e6,
+			// ib_send_lat reports half a round trip; doubled to compare
+			"data.perftest_lat_us":     2 * num("a.perftest_lat_typical_us"),
+			"data.perftest_lat_p99_us": 2 * num("a.perftest_lat_p99_us"),
+			"data.ratio":               num("a.swift_msgs") / num("a.own_msgs"),
+			"data.lat_ratio":           num("a.swift_lat_us") / num("a.own_lat_us"),
+			"fork.x.runs":              runs,
+			"fork.x.plain_us":          num("a.fork_plain_us"),
+			"fork.x.swift_us":          num("a.fork_swift_us"),
+			"fork.x.ratio":             num("a.fork_swift_us") / num("a.fork_plain_us"),
+			"fork.x.first_send_us":     num("a.fork_first_us"),
+			"fork.x.newdest_us":        num("a.fork_newdest_us"),
+			"fork.x.own_us":            num("a.fork_own_us"),
+		}
+		t.Logf("%s: %v", name, res)
+		if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+			if err := mergeJSON(out, res); err != nil {
+				t.Errorf("write %s: %v", out, err)
+			}
+		}
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
 		if runs < 30 {

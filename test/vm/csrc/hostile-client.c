@@ -6,6 +6,10 @@
  *       N control connections that never send a request
  *   hostile-client slow-tcp IP PORT N SECONDS INTERVAL_MS
  *       N exchange connections that send a hello one byte per INTERVAL_MS
+ *   hostile-client flipproxy LISTEN_IP PORT TARGET_IP PORT DIR OFFSET SECONDS
+ *       a relay that forwards TCP both ways and flips one bit of byte
+ *       OFFSET of each connection's stream in direction DIR (0: from the
+ *       dialer, 1: to it); prints how many bytes it flipped
  *
  * Holds them for SECONDS, then prints how many the zygote closed first.
  */
@@ -42,12 +46,91 @@ static int closed_by_peer(int fd)
 	return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
 }
 
+/* flipproxy relays connections one at a time (the zygote dials again
+ * after each failure), flipping one bit in each. */
+static int flipproxy(char **argv)
+{
+	struct sockaddr_in la, ta;
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, dir = atoi(argv[6]), flipped = 0, conns = 0;
+	long long end = now_ms() + atoll(argv[8]) * 1000, offset = atoll(argv[7]);
+
+	memset(&la, 0, sizeof(la));
+	la.sin_family = AF_INET;
+	la.sin_port = htons((uint16_t)atoi(argv[3]));
+	inet_pton(AF_INET, argv[2], &la.sin_addr);
+	memset(&ta, 0, sizeof(ta));
+	ta.sin_family = AF_INET;
+	ta.sin_port = htons((uint16_t)atoi(argv[5]));
+	inet_pton(AF_INET, argv[4], &ta.sin_addr);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&la, sizeof(la)) || listen(l, 4)) {
+		perror("flipproxy: listen");
+		return 1;
+	}
+	printf("flipproxy listening on %s:%s, relaying to %s:%s, flipping byte %lld %s the dialer\n", argv[2], argv[3],
+	       argv[4], argv[5], offset, dir ? "to" : "from");
+	fflush(stdout);
+	while (now_ms() < end) {
+		struct pollfd pl = {.fd = l, .events = POLLIN};
+		long long seen[2] = {0, 0};
+		int c, t;
+
+		if (poll(&pl, 1, 200) != 1)
+			continue;
+		c = accept(l, NULL, NULL);
+		t = socket(AF_INET, SOCK_STREAM, 0);
+		if (c < 0 || t < 0 || connect(t, (struct sockaddr *)&ta, sizeof(ta))) {
+			if (c >= 0)
+				close(c);
+			if (t >= 0)
+				close(t);
+			continue;
+		}
+		conns++;
+		for (;;) {
+			struct pollfd p[2] = {{.fd = c, .events = POLLIN}, {.fd = t, .events = POLLIN}};
+			unsigned char b[8192];
+			int i, done = 0;
+
+			if (poll(p, 2, 5000) <= 0)
+				break;
+			for (i = 0; i < 2 && !done; i++) {
+				ssize_t n;
+
+				if (!p[i].revents)
+					continue;
+				n = recv(p[i].fd, b, sizeof(b), 0);
+				if (n <= 0) {
+					done = 1;
+					break;
+				}
+				/* i == 0: from the dialer (direction 0) */
+				if (i == dir && seen[i] <= offset && offset < seen[i] + n) {
+					b[offset - seen[i]] ^= 0x01;
+					flipped++;
+				}
+				seen[i] += n;
+				if (send(i == 0 ? t : c, b, (size_t)n, MSG_NOSIGNAL) != n)
+					done = 1;
+			}
+			if (done)
+				break;
+		}
+		close(c);
+		close(t);
+	}
+	printf("flipproxy connections=%d flipped=%d\n", conns, flipped);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int fds[MAXC], n, i, closed = 0, opened = 0, sent[MAXC];
 	long long end, interval = 0, next = 0;
 	static const char hello[] = "SWIFTX02"; /* the first bytes of a hello */
 
+	if (argc >= 9 && !strcmp(argv[1], "flipproxy"))
+		return flipproxy(argv);
 	if (argc < 5) {
 		fprintf(stderr, "usage: hostile-client silent-ctl SOCKET N SECONDS | slow-tcp IP PORT N SECONDS INTERVAL_MS\n");
 		return 2;

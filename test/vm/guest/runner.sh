@@ -61,10 +61,14 @@ fi
 
 # --- containerd ------------------------------------------------------------
 needs_containerd=no
+needs_cri=no
 for s in $SWIFTVM_SCENARIOS; do
 	case "$s" in
 	rxe | broken) ;;
 	*) needs_containerd=yes ;;
+	esac
+	case "$s" in
+	x-cri) needs_cri=yes ;;
 	esac
 done
 
@@ -80,11 +84,21 @@ start_containerd() {
 	fi
 	echo "uptime $(up): rootfs copied"
 	mkdir -p /var/lib/swiftvm/containerd /run/swiftvm/containerd /var/lib/swift /etc/swift 2>/dev/null
+	# CRI only when a scenario runs pods: host-network pods only (an empty
+	# CNI config), the pinned sandbox image, the native snapshotter (the
+	# guest kernel has no overlayfs module loaded), and the runtime handler
+	# "swift" passing swift.io/ annotations of pods and containers.
+	if [ $needs_cri = yes ]; then
+		mkdir -p "$W/cni/bin" "$W/cni/net.d"
+		disabled='[]'
+	else
+		disabled='["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]'
+	fi
 	cat >"$W/containerd.toml" <<EOF
 version = 3
 root = "/var/lib/swiftvm/containerd"
 state = "/run/swiftvm/containerd"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]
+disabled_plugins = $disabled
 
 [grpc]
   address = "$W/containerd.sock"
@@ -95,11 +109,36 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 [debug]
   level = "info"
 EOF
+	if [ $needs_cri = yes ]; then
+		case "$(uname -m)" in
+		x86_64) plat=linux/amd64 ;;
+		aarch64) plat=linux/arm64 ;;
+		*) plat=linux/$(uname -m) ;;
+		esac
+		cat >>"$W/containerd.toml" <<EOF
+
+[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+  platform = "$plat"
+  snapshotter = "native"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "native"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "swift.local/pause:1"
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = ["$W/cni/bin"]
+  conf_dir = "$W/cni/net.d"
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.swift]
+  runtime_type = "io.containerd.swift.v2"
+  pod_annotations = ["swift.io/*"]
+  container_annotations = ["swift.io/*"]
+EOF
+	fi
 	# The default swift node config; scenarios may rewrite it (a new shim
 	# reads it for every container).
 	cat >"$W/swift.toml" <<EOF
 log_level = "debug"
 state_dir = "/var/lib/swift"
+keys_dir = "/var/lib/swift/provisioned"
 
 [zygote]
 bin_dir = "/var/lib/swift/bin"
@@ -142,6 +181,13 @@ EOF
 	done
 	echo "uptime $(up): containerd ready"
 	"$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" version
+	if [ $needs_cri = yes ]; then
+		for img in pause vmroot; do
+			"$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" -n k8s.io images import \
+				--snapshotter native --platform "$plat" "$R/images/$img.tar" || return 1
+		done
+		echo "uptime $(up): CRI images imported"
+	fi
 	set +x
 }
 if [ $needs_containerd = yes ]; then
