@@ -14,7 +14,8 @@
  *    command on the zygote's device context (its post_send then fails with
  *    EBADF after queueing, and the zygote rings that doorbell);
  *  - other rows' queues and slices are unmapped and their records wiped,
- *    the tenant key and every other request's bytes are wiped;
+ *    the tenant key and every other request's bytes are wiped, and so is
+ *    the stack below its frame (what the zygote's deeper calls left);
  *  - on rxe and siw, even its own rows' send and receive queues are
  *    unmapped: the kernel reads them, so the zygote posts for it (fn->relay)
  *    and it keeps only its CQs and its slices;
@@ -205,6 +206,17 @@ static void scrub(struct zygote *z, int slot)
 			explicit_bzero(&z->conns[i], sizeof(z->conns[i]));
 }
 
+/* scrub_stack clears the stack below the caller's frame: what deeper calls
+ * of the zygote left there (an exchange's HMAC, a request) is not the
+ * function's. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+	uint8_t below[64 * 1024]; /* deeper than the loop ever goes */
+
+	explicit_bzero(below, sizeof(below));
+	__asm__ volatile("" : : "r"(below) : "memory");
+}
+
 /* Own QPs: on a device context the function opens itself. */
 struct own {
 	struct ibv_context *ctx;
@@ -371,6 +383,7 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 		die(126, "setsid");
 	relay = only_fds(z, req.fds, relay);
 	scrub(z, slot);
+	scrub_stack();
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		die(126, "no_new_privs");
 	if (z->cfg.function_uid_base && z->uids_ok) {

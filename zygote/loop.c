@@ -208,7 +208,9 @@ void swift_conn_close(struct zygote *z, int ci)
 	}
 	if (c->fd >= 0)
 		close(c->fd);
+	/* the request, the exchange's session key and buffers */
 	explicit_bzero(&c->req, sizeof(c->req));
+	explicit_bzero(&c->x, sizeof(c->x));
 	c->kind = C_FREE;
 	c->fd = -1;
 	c->gen++;

@@ -110,6 +110,13 @@ void hmac_sha256(const uint8_t *key, size_t klen, const void *msg, size_t mlen, 
 	sha256_update(&c, opad, 64);
 	sha256_update(&c, inner, 32);
 	sha256_final(&c, out);
+	/* the key, the pads (key ^ a constant) and the hash state are key
+	 * material: nothing of them stays on a stack a fork copies */
+	explicit_bzero(k, sizeof(k));
+	explicit_bzero(ipad, sizeof(ipad));
+	explicit_bzero(opad, sizeof(opad));
+	explicit_bzero(inner, sizeof(inner));
+	explicit_bzero(&c, sizeof(c));
 }
 
 int swift_mac_equal(const uint8_t a[32], const uint8_t b[32])

@@ -529,7 +529,9 @@ func checkHostile(t *testing.T, f map[string]string) {
 	want("snoop_marker_copies", "0")      // the sibling's secret is nowhere in its memory
 	want("snoop_noqp_marker_copies", "0") // nor in a function holding no QP
 	want("key_bytes", "32")
-	want("key_copies", "0")          // nor is the tenant key
+	want("key_copies", "0") // nor is the tenant key
+	want("key_text_bytes", "64")
+	want("key_text_copies", "0")     // nor its hex text from the keyring file
 	want("after_secret_copies", "0") // nor, once it ended, in the functions that get its QPs next
 	want("ipc_found", "0")           // nor in a System V segment it left under its uid
 	// its fds: stdio, its relay socket, and the dead fds where the device file was

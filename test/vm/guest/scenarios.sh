@@ -743,11 +743,18 @@ scenario_hostile() {
 	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H snoop "$sib" s3cr3t 2>&1)
 	echo "$out"
 	fact snoop_noqp_marker_copies "$(echo "$out" | sed -n 's/.* marker_copies=\([0-9]*\).*/\1/p')"
-	key=$(od -An -tx1 -v /var/lib/swift/keys/t1.key | tr -d ' \n')
+	# the tenant's node-local ring (t1 has no provisioned one here): the
+	# key's bytes, and its hex text as the zygote read it from the file
+	key=$(awk '!/^#/ && NF == 2 {print $2; exit}' /var/lib/swift/keys/t1.keys)
+	[ ${#key} -eq 64 ] || fail "no key in /var/lib/swift/keys/t1.keys"
 	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H findhex "$key" 2>&1)
 	echo "$out"
 	fact key_bytes "$(echo "$out" | sed -n 's/^findhex bytes=\([0-9]*\).*/\1/p')"
 	fact key_copies "$(echo "$out" | sed -n 's/.* copies=\([0-9-]*\).*/\1/p')"
+	out=$(zexec ha /.swift/bin/swift-run --peer hb -- $H findhex "$(printf '%s' "$key" | od -An -tx1 -v | tr -d ' \n')" 2>&1)
+	echo "$out"
+	fact key_text_bytes "$(echo "$out" | sed -n 's/^findhex bytes=\([0-9]*\).*/\1/p')"
+	fact key_text_copies "$(echo "$out" | sed -n 's/.* copies=\([0-9-]*\).*/\1/p')"
 
 	log "a function closes and shuts down every fd it holds while a sibling exchanges data"
 	zexec ha /.swift/bin/swift-run --peer hb -- pingpong 300 256 >"$W/hpp.log" 2>&1 &
