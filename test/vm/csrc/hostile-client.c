@@ -108,6 +108,10 @@ static int flipproxy(char **argv)
 				if (i == dir && seen[i] <= offset && offset < seen[i] + n) {
 					b[offset - seen[i]] ^= 0x01;
 					flipped++;
+					/* a count per flip: the caller may stop the
+					 * relay before its time is up */
+					printf("flipproxy flipped=%d\n", flipped);
+					fflush(stdout);
 				}
 				seen[i] += n;
 				if (send(i == 0 ? t : c, b, (size_t)n, MSG_NOSIGNAL) != n)

@@ -210,7 +210,7 @@ scenario_x_tamper() {
 		kill $ppid 2>/dev/null
 		wait $ppid
 		cat "$W/proxy-$dir.log"
-		fact "flipped_$dir" "$(sed -n 's/.* flipped=\([0-9]*\)/\1/p' "$W/proxy-$dir.log")"
+		fact "flipped_$dir" "$(sed -n 's/.* flipped=\([0-9]*\)/\1/p' "$W/proxy-$dir.log" | tail -n 1)"
 		xsync "tried-$dir"
 		xsync "down-$dir" 120
 	done
