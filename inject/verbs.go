@@ -2,7 +2,9 @@ package inject
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,8 +50,14 @@ func (m Verbs) Modify(s *specs.Spec) error {
 	}
 	// No noexec: the preload is mapped executable from this mount.
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
-	addMount(s, specs.Mount{Destination: VerbsDir, Type: "bind", Source: m.CacheDir, Options: ro})
-	addMount(s, specs.Mount{Destination: VerbsConfigDir, Type: "bind", Source: filepath.Join(m.CacheDir, verbs.ConfigDirName), Options: ro})
+	// /.swift/verbs is the shim's; a container's own libibverbs.d is kept.
+	if _, err := claimMounts(s, "the verbs cache", []specs.Mount{{Destination: VerbsDir, Type: "bind", Source: m.CacheDir, Options: ro}},
+		[]string{VerbsDir}, nil); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(s.Mounts, func(x specs.Mount) bool { return path.Clean(x.Destination) == VerbsConfigDir }) {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: VerbsConfigDir, Type: "bind", Source: filepath.Join(m.CacheDir, verbs.ConfigDirName), Options: ro})
+	}
 
 	vars := map[string]string{EnvVerbsCache: VerbsDir}
 	if cur, ok := getEnv(s, EnvLDPreload); !ok || cur == "" {

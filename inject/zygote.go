@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"path"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/containerd/errdefs"
@@ -39,31 +42,88 @@ type Zygote struct {
 // Name implements Modifier.
 func (Zygote) Name() string { return "zygote" }
 
-// Modify implements Modifier.
+// mounts are the zygote's mounts, in order.
+func (m Zygote) mounts() []specs.Mount {
+	ro := []string{"rbind", "ro", "nosuid", "nodev"}
+	return []specs.Mount{
+		{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro},
+		{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro},
+		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro},
+		{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}},
+	}
+}
+
+// under tells whether container path p is at or below one of roots.
+func under(p string, roots []string) bool {
+	p = path.Clean("/" + p)
+	for _, d := range roots {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// claimMounts gives the shim the container paths at or below roots
+// (except those at or below except, which another modifier claims): it
+// appends want, the shim's mounts there, and refuses (InvalidArgument,
+// naming what) any other mount in them, so that a container cannot put
+// its own files where the shim's go. A spec that holds exactly want
+// already (edited before: a retried Create) is left as it is; done tells.
+func claimMounts(s *specs.Spec, what string, want []specs.Mount, roots, except []string) (done bool, err error) {
+	ours := 0
+	for _, x := range s.Mounts {
+		if !under(x.Destination, roots) || under(x.Destination, except) {
+			continue
+		}
+		if !slices.ContainsFunc(want, func(w specs.Mount) bool { return reflect.DeepEqual(w, x) }) {
+			return false, fmt.Errorf("the container mounts %s (from %q) where the shim puts %s (%s): the shim's mounts win, remove it: %w",
+				x.Destination, x.Source, what, strings.Join(roots, ", "), errdefs.ErrInvalidArgument)
+		}
+		ours++
+	}
+	switch ours {
+	case len(want):
+		return true, nil
+	case 0:
+		s.Mounts = append(s.Mounts, want...)
+		return false, nil
+	}
+	return false, fmt.Errorf("the container mounts some of the paths where the shim puts %s (%s) itself: the shim's mounts win, remove them: %w",
+		what, strings.Join(roots, ", "), errdefs.ErrInvalidArgument)
+}
+
+// Modify implements Modifier. The shim's mounts win: a container mount at
+// or below /.swift or /run/swift (other than the verbs cache's, which
+// Verbs claims), or an entrypoint that is swift-init already, would take
+// over the pool description, the key or the binaries, and is refused
+// (InvalidArgument). A spec this modifier edited before (a retried Create)
+// holds exactly its mounts and wrapped args, and is left as it is.
 func (m Zygote) Modify(s *specs.Spec) error {
 	if s.Process == nil || len(s.Process.Args) == 0 {
 		return fmt.Errorf("spec has no process args to run under the zygote: %w", errdefs.ErrInvalidArgument)
 	}
-	ro := []string{"rbind", "ro", "nosuid", "nodev"}
-	addMount(s, specs.Mount{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro})
-	addMount(s, specs.Mount{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro})
-	addMount(s, specs.Mount{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro})
-	addMount(s, specs.Mount{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs",
-		Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}})
-	if s.Process.Args[0] != ZygoteInit {
-		s.Process.Args = append([]string{ZygoteInit, "--config", ZygoteConf, "--"}, s.Process.Args...)
+	args := s.Process.Args
+	wrapped := len(args) > 4 && args[0] == ZygoteInit && args[1] == "--config" && args[2] == ZygoteConf && args[3] == "--"
+	if path.Base(args[0]) == path.Base(ZygoteInit) && !wrapped {
+		return fmt.Errorf("the container's entrypoint %q is swift-init already: the shim starts the zygote itself (swift.io/zygote=true); run the function's command instead: %w",
+			args[0], errdefs.ErrInvalidArgument)
+	}
+	done, err := claimMounts(s, "the zygote's files", m.mounts(), []string{ZygoteDir, ZygoteRunDir}, []string{VerbsDir})
+	if err != nil {
+		return err
+	}
+	switch {
+	case done && wrapped:
+		// edited before: a retried Create
+	case wrapped:
+		return fmt.Errorf("the container's entrypoint %q is swift-init already: the shim starts the zygote itself (swift.io/zygote=true); run the function's command instead: %w",
+			args[0], errdefs.ErrInvalidArgument)
+	default:
+		s.Process.Args = append([]string{ZygoteInit, "--config", ZygoteConf, "--"}, args...)
 	}
 	return Env{Vars: map[string]string{EnvSocket: ZygoteSocket}}.Modify(s)
-}
-
-// addMount adds m unless a mount at its destination exists already.
-func addMount(s *specs.Spec, m specs.Mount) {
-	for _, x := range s.Mounts {
-		if x.Destination == m.Destination {
-			return
-		}
-	}
-	s.Mounts = append(s.Mounts, m)
 }
 
 // PoolConfig is what swift-init reads from its pool description.

@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/swift-rdma/swift-containerd/annotations"
 )
 
@@ -80,4 +83,58 @@ func TestDefaultName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestZygoteModify: the zygote's mounts, args and socket variable; the
+// shim's mounts win over a container's own at the zygote's paths, and an
+// entrypoint that already is swift-init is refused.
+func TestZygoteModify(t *testing.T) {
+	z := Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf", KeyPath: "/var/lib/swift/keys/t.keys"}
+	ro := []string{"rbind", "ro", "nosuid", "nodev"}
+	ours := []specs.Mount{
+		{Destination: "/.swift/bin", Type: "bind", Source: "/usr/local/lib/swift", Options: ro},
+		{Destination: "/.swift/pool.conf", Type: "bind", Source: "/run/b/swift-pool.conf", Options: ro},
+		{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/var/lib/swift/keys/t.keys", Options: ro},
+		{Destination: "/run/swift", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}},
+	}
+	run := specs.Mount{Destination: "/run", Type: "tmpfs", Source: "tmpfs"}
+	verbsMount := specs.Mount{Destination: "/.swift/verbs", Type: "bind", Source: "/var/lib/swift/verbs/x", Options: ro}
+	spec := func(args []string, mounts ...specs.Mount) func() *specs.Spec {
+		return func() *specs.Spec {
+			return &specs.Spec{Process: &specs.Process{Args: args, Env: []string{"PATH=/bin"}}, Mounts: append([]specs.Mount{}, mounts...)}
+		}
+	}
+	wrapped := []string{"/.swift/bin/swift-init", "--config", "/.swift/pool.conf", "--", "sleep", "9"}
+	env := []string{"PATH=/bin", "SWIFT_SOCKET=/run/swift/zygote.sock"}
+	bad := func(what ...string) []string { return append([]string{"the shim's mounts win"}, what...) }
+	runModCases(t, []modCase{
+		{name: "plain", mod: z, in: spec([]string{"sleep", "9"}),
+			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: ours}},
+		{name: "a parent mount (/run) stays before the zygote's", mod: z, in: spec([]string{"sleep", "9"}, run),
+			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: append([]specs.Mount{run}, ours...)}},
+		{name: "the verbs cache's mount is not the zygote's to refuse", mod: z, in: spec([]string{"sleep", "9"}, verbsMount),
+			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: append([]specs.Mount{verbsMount}, ours...)}},
+		{name: "container's own pool description", mod: z, err: errdefs.IsInvalidArgument,
+			in:  spec([]string{"sleep", "9"}, specs.Mount{Destination: "/.swift/pool.conf", Type: "bind", Source: "/tmp/mine.conf", Options: ro}),
+			msg: bad(`the container mounts /.swift/pool.conf (from "/tmp/mine.conf")`)},
+		{name: "container's own key", mod: z, err: errdefs.IsInvalidArgument,
+			in:  spec([]string{"sleep", "9"}, specs.Mount{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/tmp/k", Options: ro}),
+			msg: bad("/.swift/tenant.keys")},
+		{name: "container's own /.swift", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec([]string{"sleep", "9"}, specs.Mount{Destination: "/.swift", Type: "bind", Source: "/tmp/d"}), msg: bad("/.swift (from")},
+		{name: "container's own binaries, path not clean", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec([]string{"sleep", "9"}, specs.Mount{Destination: "//.swift/./bin/", Type: "bind", Source: "/tmp/b"}), msg: bad("//.swift/./bin/")},
+		{name: "container's own socket dir", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec([]string{"sleep", "9"}, specs.Mount{Destination: "/run/swift/zygote.sock", Type: "bind", Source: "/tmp/s"}), msg: bad("/run/swift/zygote.sock")},
+		{name: "one of ours with another of the container's", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec(wrapped, ours[0], specs.Mount{Destination: "/.swift/pool.conf", Type: "bind", Source: "/tmp/mine.conf", Options: ro}), msg: bad("/.swift/pool.conf")},
+		{name: "some of ours only", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec(wrapped, ours[0], ours[1]), msg: []string{"some of the paths", "the shim's mounts win"}},
+		{name: "entrypoint is swift-init", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec([]string{"/.swift/bin/swift-init", "--config", "/tmp/mine.conf", "--", "sh"}), msg: []string{`entrypoint "/.swift/bin/swift-init" is swift-init already`}},
+		{name: "entrypoint is another swift-init", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec([]string{"/opt/swift-init", "sh"}), msg: []string{`entrypoint "/opt/swift-init" is swift-init already`}},
+		{name: "wrapped args without the zygote's mounts", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec(wrapped), msg: []string{"is swift-init already"}},
+	})
 }
