@@ -26,6 +26,9 @@ const EnvPath = "SWIFT_CONFIG"
 // $SWIFT_POLICY says otherwise.
 const DefaultPolicyPath = "/etc/swift/policy.toml"
 
+// DefaultCRINamespace is the containerd namespace of containerd's CRI plugin.
+const DefaultCRINamespace = "k8s.io"
+
 // EnvPolicy names the environment variable that overrides policy_path.
 const EnvPolicy = "SWIFT_POLICY"
 
@@ -51,8 +54,13 @@ type Config struct {
 	LogLevel string `toml:"log_level"`
 	// StateDir holds the node's Swift state (ledger, verbs cache).
 	StateDir string `toml:"state_dir"`
-	// PolicyPath is the tenant policy file (see PolicyFile).
+	// PolicyPath is the tenant policy file (see PolicyFile); "" runs
+	// without a policy.
 	PolicyPath string `toml:"policy_path"`
+	// CRINamespace is the containerd namespace of the CRI plugin: only a
+	// container in it is a pod container (its CRI annotations name its
+	// pod's namespace); any other is a local caller.
+	CRINamespace string `toml:"cri_namespace"`
 	// KeysDir holds tenant keyrings an operator provisions on every node
 	// (<tenant>.keys); a tenant policy's key_file takes precedence.
 	KeysDir string `toml:"keys_dir"`
@@ -94,10 +102,11 @@ type RDMA struct {
 // Default returns the configuration used when no file exists.
 func Default() Config {
 	return Config{
-		LogLevel:   "info",
-		StateDir:   "/var/lib/swift",
-		PolicyPath: DefaultPolicyPath,
-		KeysDir:    DefaultKeysDir,
+		LogLevel:     "info",
+		StateDir:     "/var/lib/swift",
+		PolicyPath:   DefaultPolicyPath,
+		CRINamespace: DefaultCRINamespace,
+		KeysDir:      DefaultKeysDir,
 		RDMA: RDMA{
 			Memlock: "unlimited",
 			SysRoot: "/",
@@ -250,8 +259,11 @@ func (c Config) Validate() error {
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("state_dir %q: must be an absolute path: %w", c.StateDir, errdefs.ErrInvalidArgument)
 	}
-	if !filepath.IsAbs(c.PolicyPath) {
-		return fmt.Errorf("policy_path %q: must be an absolute path: %w", c.PolicyPath, errdefs.ErrInvalidArgument)
+	if c.PolicyPath != "" && !filepath.IsAbs(c.PolicyPath) {
+		return fmt.Errorf("policy_path %q: must be an absolute path (or \"\" for no policy): %w", c.PolicyPath, errdefs.ErrInvalidArgument)
+	}
+	if c.CRINamespace == "" {
+		return fmt.Errorf("cri_namespace: must name the containerd namespace of the CRI plugin (default %q): %w", DefaultCRINamespace, errdefs.ErrInvalidArgument)
 	}
 	for k, v := range map[string]int64{"rdma.hca_handle": c.RDMA.HCAHandle, "rdma.hca_object": c.RDMA.HCAObject} {
 		if v < 0 || v > math.MaxUint32 {

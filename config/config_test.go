@@ -14,12 +14,13 @@ import (
 
 func TestDefault(t *testing.T) {
 	want := Config{
-		LogLevel:   "info",
-		StateDir:   "/var/lib/swift",
-		PolicyPath: "/etc/swift/policy.toml",
-		KeysDir:    "/etc/swift/keys",
-		RDMA:       RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
-		Zygote:     Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: 2000000000},
+		LogLevel:     "info",
+		StateDir:     "/var/lib/swift",
+		PolicyPath:   "/etc/swift/policy.toml",
+		CRINamespace: "k8s.io",
+		KeysDir:      "/etc/swift/keys",
+		RDMA:         RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
+		Zygote:       Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: 2000000000},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -84,6 +85,7 @@ const fullConfig = `# node config
 log_level = "debug"
 state_dir = "/srv/swift"
 policy_path = "/srv/swift/policy.toml"
+cri_namespace = "cri"
 keys_dir = "/srv/swift/keys"
 
 [rdma]
@@ -113,10 +115,11 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{
-		LogLevel:   "debug",
-		StateDir:   "/srv/swift",
-		PolicyPath: "/srv/swift/policy.toml",
-		KeysDir:    "/srv/swift/keys",
+		LogLevel:     "debug",
+		StateDir:     "/srv/swift",
+		PolicyPath:   "/srv/swift/policy.toml",
+		CRINamespace: "cri",
+		KeysDir:      "/srv/swift/keys",
 		RDMA: RDMA{
 			Default: true, Memlock: "1GiB", HCAHandle: 16, HCAObject: 4096,
 			SysRoot: "/host", DevRoot: "/host/dev",
@@ -306,10 +309,15 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("Validate(valid): %v", err)
 	}
+	ok.PolicyPath = "" // no policy, explicitly
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate(policy_path = \"\"): %v", err)
+	}
 	bad := []func(*Config){
 		func(c *Config) { c.LogLevel = "loud" },
 		func(c *Config) { c.StateDir = "rel" },
-		func(c *Config) { c.PolicyPath = "" },
+		func(c *Config) { c.PolicyPath = "policy.toml" },
+		func(c *Config) { c.CRINamespace = "" },
 		func(c *Config) { c.RDMA.Memlock = "1" },
 		func(c *Config) { c.RDMA.SysRoot = "" },
 		func(c *Config) { c.RDMA.DevRoot = "dev" },

@@ -133,8 +133,34 @@ func Run(ctx context.Context, n Node) []Result {
 	rs = append(rs, checkContainerd(ctx, n))
 	rs = append(rs, checkRunc(ctx, n))
 	rs = append(rs, checkVerbsCache(n, cfg))
+	rs = append(rs, checkPolicy(cfg))
 	rs = append(rs, checkKeys(cfg))
 	return rs
+}
+
+// checkPolicy reports whether a tenant policy is enforced: a node
+// without one lets any caller claim any tenant, which is loud; a
+// configured policy that is missing or malformed refuses every opted-in
+// container.
+func checkPolicy(cfg config.Config) Result {
+	r := Result{Check: "tenant.policy"}
+	p, err := policy.LoadNode(cfg)
+	switch {
+	case err != nil:
+		r.Status, r.Detail, r.Fix = Fail, err.Error()+" (every opted-in container is refused)", "swiftctl policy check"
+	case p.IsOpen():
+		what := "policy_path = \"\""
+		if f := cfg.PolicyFile(); f != "" {
+			what = f + " does not exist"
+		}
+		r.Status = Warn
+		r.Detail = what + ": NO TENANT POLICY IS ENFORCED: any pod or local caller may claim any tenant " +
+			"(its key, devices and pools), with no quotas"
+		r.Fix = "write a tenant policy (examples/policy.toml) at " + config.DefaultPolicyPath + " or policy_path"
+	default:
+		r.Status, r.Detail = OK, fmt.Sprintf("%s: %d tenant(s)", p.Path, len(p.Tenants))
+	}
+	return r
 }
 
 // checkKeys reports which tenants have a provisioned keyring (the same on
@@ -142,7 +168,7 @@ func Run(ctx context.Context, n Node) []Result {
 // cannot reach zygotes on other nodes.
 func checkKeys(cfg config.Config) Result {
 	r := Result{Check: "tenant.keys"}
-	p, err := policy.Load(cfg.PolicyFile())
+	p, err := policy.LoadNode(cfg)
 	if err != nil {
 		r.Status, r.Detail, r.Fix = Warn, "tenant policy unreadable: "+err.Error(), "swiftctl policy check"
 		return r

@@ -535,6 +535,7 @@ func TestCheckKeys(t *testing.T) {
 		t.Errorf("b with a broken ring: %+v", r)
 	}
 	os.Remove(pol)
+	cfg.PolicyPath = "" // no policy, explicitly
 	if r := checkKeys(cfg); r.Status != Fail {
 		t.Errorf("no policy, a broken ring in keys_dir: %+v", r)
 	}
@@ -545,5 +546,37 @@ func TestCheckKeys(t *testing.T) {
 	os.Remove(filepath.Join(keysDir, "a.keys"))
 	if r := checkKeys(cfg); r.Status != Warn {
 		t.Errorf("no policy, no ring: %+v", r)
+	}
+}
+
+// TestCheckPolicy: a policy (OK), none by choice or a fresh node (a loud
+// warning), a configured one that is missing or malformed (a failure).
+func TestCheckPolicy(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(config.EnvPolicy, "")
+	cfg := config.Default()
+	cfg.StateDir = dir
+	pol := filepath.Join(dir, "policy.toml")
+	for _, tc := range []struct {
+		name, path, body string
+		want             Status
+		detail           string
+	}{
+		{"present", pol, "[tenants.a]\n[tenants.b]\n", OK, pol + ": 2 tenant(s)"},
+		{"none by choice", "", "", Warn, `policy_path = "": NO TENANT POLICY IS ENFORCED: any pod or local caller may claim any tenant`},
+		{"configured, missing", filepath.Join(dir, "typo.toml"), "", Fail, filepath.Join(dir, "typo.toml") + " (policy_path or $SWIFT_POLICY) does not exist"},
+		{"malformed", pol, "[tenants.a]\nqps = -1\n", Fail, pol},
+	} {
+		os.Remove(pol)
+		if tc.body != "" {
+			if err := os.WriteFile(pol, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.PolicyPath = tc.path
+		r := checkPolicy(cfg)
+		if r.Check != "tenant.policy" || r.Status != tc.want || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %+v, want %s with %q", tc.name, r, tc.want, tc.detail)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
+	"github.com/swift-rdma/swift-containerd/ledger"
 )
 
 // DefaultPath is where the tenant policy lives unless overridden (the node
@@ -128,9 +129,40 @@ func Open() *Policy {
 // nothing is enforced and no ledger is kept.
 func (p *Policy) IsOpen() bool { return p.open }
 
+// LoadNode loads the policy the node config names (cfg.PolicyFile), and
+// fails closed when it is missing: policy_path = "" is the only way to run
+// without a policy (Open). The one exception is the built-in default path
+// on a node that never enforced a policy (no ledger in state_dir): a fresh
+// install without a policy file runs open, and `swiftctl doctor` warns.
+// A missing file that was configured (policy_path, $SWIFT_POLICY) or that
+// was deleted after the node used it is a FailedPrecondition error naming
+// the path; an unreadable or malformed one is InvalidArgument (Load).
+func LoadNode(cfg config.Config) (*Policy, error) { return loadNode(cfg, DefaultPath) }
+
+func loadNode(cfg config.Config, defaultPath string) (*Policy, error) {
+	path := cfg.PolicyFile()
+	if path == "" {
+		return Open(), nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		led := filepath.Join(cfg.StateDir, ledger.FileName)
+		_, lerr := os.Stat(led)
+		switch {
+		case path != defaultPath:
+			return nil, fmt.Errorf("tenant policy %s (policy_path or $%s) does not exist: no RDMA container is created without it "+
+				"(fix the path, or set policy_path = \"\" to run without a policy): %w", path, config.EnvPolicy, errdefs.ErrFailedPrecondition)
+		case lerr == nil:
+			return nil, fmt.Errorf("tenant policy %s does not exist, but this node enforced one (%s exists): no RDMA container is created "+
+				"until it is restored (or set policy_path = \"\" to run without a policy): %w", path, led, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return Load(path)
+}
+
 // Load reads and validates the policy at path. A missing file yields
-// Open(); an unreadable or malformed one an InvalidArgument error naming
-// the file (and the line of every problem).
+// Open() (LoadNode decides whether a missing file is allowed); an
+// unreadable or malformed one an InvalidArgument error naming the file
+// (and the line of every problem).
 func Load(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -125,6 +126,63 @@ func TestLoadMissingIsOpen(t *testing.T) {
 	}
 }
 
+func TestLoadNode(t *testing.T) {
+	t.Setenv(config.EnvPolicy, "")
+	dir := t.TempDir()
+	def := filepath.Join(dir, "etc", "policy.toml") // stands for DefaultPath
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.StateDir = state
+	load := func(path string) (*Policy, error) {
+		c := cfg
+		c.PolicyPath = path
+		return loadNode(c, def)
+	}
+	// policy_path = "": open, explicitly
+	if p, err := load(""); err != nil || !p.IsOpen() {
+		t.Errorf(`policy_path = "": %+v, %v; want the open policy`, p, err)
+	}
+	// the default path on a node that never enforced a policy: open
+	if p, err := load(def); err != nil || !p.IsOpen() {
+		t.Errorf("missing default policy, no ledger: %+v, %v; want the open policy", p, err)
+	}
+	// a configured path that does not exist (a typo): fail closed
+	typo := filepath.Join(dir, "polcy.toml")
+	if _, err := load(typo); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), typo+" (policy_path or $SWIFT_POLICY) does not exist") {
+		t.Errorf("missing configured policy: %v; want FailedPrecondition naming %s", err, typo)
+	}
+	// $SWIFT_POLICY naming a missing file: the same
+	t.Setenv(config.EnvPolicy, typo)
+	if _, err := load(def); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), typo) {
+		t.Errorf("missing $SWIFT_POLICY: %v; want FailedPrecondition naming %s", err, typo)
+	}
+	t.Setenv(config.EnvPolicy, "")
+	// the default path deleted after the node enforced it (a ledger exists)
+	if err := os.WriteFile(filepath.Join(state, "ledger.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(def); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), def+" does not exist, but this node enforced one") {
+		t.Errorf("deleted default policy: %v; want FailedPrecondition naming %s", err, def)
+	}
+	// present: loaded
+	if err := os.MkdirAll(filepath.Dir(def), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(def, []byte("[tenants.a]\nnamespaces = [\"a\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := load(def); err != nil || p.IsOpen() || p.Tenants["a"] == nil {
+		t.Errorf("present policy: %+v, %v", p, err)
+	}
+	// unreadable: InvalidArgument (a directory cannot be read as a file)
+	if _, err := load(dir); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("unreadable policy: %v; want InvalidArgument", err)
+	}
+}
+
 func TestLoadUnreadable(t *testing.T) {
 	dir := t.TempDir() // a directory cannot be read as a file
 	if _, err := Load(dir); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), dir) {
@@ -178,6 +236,7 @@ claimable_from = ["ci"]
 local = true
 [tenants.b]
 namespaces = ["team-b"]
+claimable_from = ["ci-*"]
 [tenants.ops]
 namespaces = ["*"]
 [tenants.wide]
@@ -205,7 +264,14 @@ func TestResolve(t *testing.T) {
 		{"claim own tenant", cri("team-b"), "b", "b", nil},
 		{"claim through claimable_from", cri("ci"), "a", "a", nil},
 		{"claim through pattern", cri("team-a-x"), "a", "a", nil},
-		{"forged claim", cri("team-b"), "a", "", []string{`swift.io/tenant="a"`, `pod namespace "team-b"`, "tenants.a.claimable_from"}},
+		{"claim through claimable_from pattern", cri("ci-7"), "b", "b", nil},
+		{"forged claim", cri("team-b"), "a", "", []string{`swift.io/tenant="a"`, `pod namespace "team-b" belongs to tenant "b"`, "tenants.a.claimable_from"}},
+		// a namespace belongs to one tenant: "*" or a shorter pattern of
+		// another tenant does not make that tenant claimable
+		{"exact name not overridden by *", cri("team-b"), "ops", "", []string{`swift.io/tenant="ops"`, `belongs to tenant "b"`, "tenants.ops.claimable_from"}},
+		{"exact name not overridden by a pattern", cri("team-b"), "wide", "", []string{`belongs to tenant "b"`}},
+		{"longer pattern not overridden by a shorter", cri("team-a-x"), "wide", "", []string{`belongs to tenant "a"`}},
+		{"pattern not overridden by *", cri("team-c"), "ops", "", []string{`belongs to tenant "wide"`}},
 		{"forged claim from catch-all", cri("default"), "b", "", []string{`swift.io/tenant="b"`, "may not claim"}},
 		{"claim of unknown tenant", cri("team-a"), "zz", "", []string{`swift.io/tenant="zz"`, "no such tenant"}},
 		{"empty CRI namespace", cri(""), "", "ops", nil}, // "*" matches
@@ -246,6 +312,10 @@ func TestResolve(t *testing.T) {
 	if _, err := strict.Resolve(cri("other"), ""); !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), "not mapped") {
 		t.Errorf("unmapped namespace: %v", err)
 	}
+	if _, err := strict.Resolve(cri("other"), "a"); !errdefs.IsPermissionDenied(err) ||
+		!strings.Contains(err.Error(), `pod namespace "other" is not mapped to any tenant and may not claim tenant "a"`) {
+		t.Errorf("unmapped namespace claiming: %v", err)
+	}
 	if _, err := strict.Resolve(local, ""); !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), "local_tenant") {
 		t.Errorf("anonymous local caller: %v", err)
 	}
@@ -265,12 +335,55 @@ func TestResolveOpen(t *testing.T) {
 	}
 }
 
-func TestCallerOf(t *testing.T) {
-	if c := CallerOf(map[string]string{CRISandboxNamespace: "ns1"}); !c.CRI || c.Namespace != "ns1" {
-		t.Errorf("CallerOf(CRI) = %+v", c)
+func TestHomeAndClaimers(t *testing.T) {
+	p, err := Parse("p.toml", []byte(resolvePolicy))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c := CallerOf(map[string]string{"swift.io/tenant": "a"}); c.CRI {
-		t.Errorf("CallerOf(local) = %+v", c)
+	for _, tc := range []struct {
+		ns, home string
+		claims   []string
+	}{
+		{"team-a", "a", nil},
+		{"team-b", "b", nil},
+		{"ci", "ops", []string{"a"}},
+		{"ci-1", "ops", []string{"b"}},
+		{"team-zz", "wide", nil},
+		{"kube-system", "ops", nil},
+	} {
+		h := p.HomeOf(tc.ns)
+		if h == nil || h.Name != tc.home {
+			t.Errorf("HomeOf(%q) = %v, want %s", tc.ns, h, tc.home)
+		}
+		if got := p.ClaimersOf(tc.ns); !slices.Equal(got, tc.claims) {
+			t.Errorf("ClaimersOf(%q) = %v, want %v", tc.ns, got, tc.claims)
+		}
+	}
+}
+
+func TestCallerOf(t *testing.T) {
+	cri := map[string]string{CRISandboxNamespace: "ns1"}
+	for _, tc := range []struct {
+		name, ctrNS string
+		ann         map[string]string
+		want        Caller
+		text        string
+	}{
+		{"pod in the CRI namespace", "k8s.io", cri, Caller{CRI: true, Namespace: "ns1"}, `pod namespace "ns1"`},
+		{"CRI annotation from another namespace", "default", cri, Caller{Containerd: "default"},
+			`local caller (containerd namespace "default" is not the CRI's: its io.kubernetes.cri.sandbox-namespace annotation does not count)`},
+		{"no CRI annotation in the CRI namespace", "k8s.io", map[string]string{"swift.io/tenant": "a"}, Caller{},
+			"local caller (no io.kubernetes.cri.sandbox-namespace annotation)"},
+		{"no annotations", "default", nil, Caller{}, "local caller (no io.kubernetes.cri.sandbox-namespace annotation)"},
+	} {
+		got := CallerOf(tc.ctrNS, "k8s.io", tc.ann)
+		if got != tc.want || got.String() != tc.text {
+			t.Errorf("%s: CallerOf = %+v %q, want %+v %q", tc.name, got, got, tc.want, tc.text)
+		}
+	}
+	// a configured CRI namespace
+	if got := CallerOf("k8s.io", "cri", cri); got.CRI {
+		t.Errorf("CallerOf(k8s.io) with cri_namespace cri = %+v, want a local caller", got)
 	}
 }
 

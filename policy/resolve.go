@@ -12,9 +12,10 @@ import (
 )
 
 // CRISandboxNamespace is the annotation containerd's CRI plugin puts on
-// every container of a pod: the pod's Kubernetes namespace. A workload
-// cannot set it (CRI passes only the annotations its runtime entry lists
-// in pod_annotations / container_annotations, and sets this one itself).
+// every container of a pod: the pod's Kubernetes namespace. A pod cannot
+// set it (CRI passes only the annotations its runtime entry lists in
+// pod_annotations / container_annotations, and sets this one itself), but
+// any containerd client can: it counts only in the CRI's namespace.
 const CRISandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
 
 // Caller is who asks for a container: a CRI pod of a Kubernetes namespace,
@@ -22,26 +23,45 @@ const CRISandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
 type Caller struct {
 	CRI       bool
 	Namespace string // the pod's namespace when CRI
+	// Containerd is the containerd namespace of a local caller that set
+	// the CRI annotation outside the CRI's namespace ("" otherwise).
+	Containerd string
 }
 
 func (c Caller) String() string {
 	if c.CRI {
 		return fmt.Sprintf("pod namespace %q", c.Namespace)
 	}
+	if c.Containerd != "" {
+		return fmt.Sprintf("local caller (containerd namespace %q is not the CRI's: its %s annotation does not count)",
+			c.Containerd, CRISandboxNamespace)
+	}
 	return "local caller (no " + CRISandboxNamespace + " annotation)"
 }
 
-// CallerOf tells who asks from a container's annotations.
-func CallerOf(ann map[string]string) Caller {
+// CallerOf tells who asks from a container's containerd namespace and its
+// annotations: a pod only in criNamespace (the CRI plugin's, config
+// cri_namespace) and with the CRI's sandbox-namespace annotation; any
+// other container is a local caller, whatever annotations it sets.
+func CallerOf(containerdNS, criNamespace string, ann map[string]string) Caller {
 	ns, ok := ann[CRISandboxNamespace]
-	return Caller{CRI: ok, Namespace: ns}
+	if !ok {
+		return Caller{}
+	}
+	if containerdNS != criNamespace {
+		return Caller{Containerd: containerdNS}
+	}
+	return Caller{CRI: true, Namespace: ns}
 }
 
 // Resolve returns the tenant of a container from its caller and its
 // swift.io/tenant annotation (claim, "" when absent). Under CRI the pod's
-// namespace decides through the tenants' namespaces; a claim is honoured
-// only for a tenant that lists the namespace in namespaces or
-// claimable_from. A local caller gets local_tenant, or the tenant it
+// namespace belongs to exactly one tenant, its home: the tenant with the
+// namespace's best match in namespaces (HomeOf). A claim is honoured for
+// the home tenant, or for a tenant whose claimable_from matches the
+// namespace; a tenant whose namespaces match only through a pattern that
+// is not the best match cannot be claimed (an exact name is never
+// overridden by "*"). A local caller gets local_tenant, or the tenant it
 // claims if that tenant sets local = true. Refusals are PermissionDenied
 // errors naming the caller and swift.io/tenant.
 func (p *Policy) Resolve(c Caller, claim string) (*Tenant, error) {
@@ -53,7 +73,7 @@ func (p *Policy) Resolve(c Caller, claim string) (*Tenant, error) {
 		return &Tenant{Name: name, Local: true, ForkSharing: true, Seccomp: SeccompNone, Unlimited: true}, nil
 	}
 	if c.CRI {
-		home := p.tenantOf(c.Namespace, func(t *Tenant) []string { return t.Namespaces })
+		home := p.HomeOf(c.Namespace)
 		if claim == "" {
 			if home == nil {
 				return nil, fmt.Errorf("%s is not mapped to any tenant in %s (add it to a tenant's namespaces): %w",
@@ -65,11 +85,15 @@ func (p *Policy) Resolve(c Caller, claim string) (*Tenant, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t == home || matchAny(t.ClaimableFrom, c.Namespace) || matchAny(t.Namespaces, c.Namespace) {
+		if t == home || matchAny(t.ClaimableFrom, c.Namespace) {
 			return t, nil
 		}
-		return nil, fmt.Errorf("annotation %s=%q: %s may not claim tenant %q (list the namespace in %s or %s in %s): %w",
-			annotations.Tenant, claim, c, claim, t.Key("namespaces"), t.Key("claimable_from"), p.Path, errdefs.ErrPermissionDenied)
+		belongs := "is not mapped to any tenant"
+		if home != nil {
+			belongs = fmt.Sprintf("belongs to tenant %q", home.Name)
+		}
+		return nil, fmt.Errorf("annotation %s=%q: %s %s and may not claim tenant %q (list the namespace in %s in %s): %w",
+			annotations.Tenant, claim, c, belongs, claim, t.Key("claimable_from"), p.Path, errdefs.ErrPermissionDenied)
 	}
 	if claim == "" {
 		if p.LocalTenant == "" {
@@ -87,6 +111,28 @@ func (p *Policy) Resolve(c Caller, claim string) (*Tenant, error) {
 			annotations.Tenant, claim, c, claim, t.Key("local"), p.Path, errdefs.ErrPermissionDenied)
 	}
 	return t, nil
+}
+
+// HomeOf returns the tenant a Kubernetes namespace belongs to (nil: none):
+// the one whose namespaces hold the namespace exactly, else the one with
+// the longest matching "prefix*" pattern ("*" last).
+func (p *Policy) HomeOf(ns string) *Tenant {
+	return p.tenantOf(ns, func(t *Tenant) []string { return t.Namespaces })
+}
+
+// ClaimersOf returns, sorted, the tenants a pod of namespace ns may claim
+// with swift.io/tenant besides its home tenant: those whose claimable_from
+// matches ns.
+func (p *Policy) ClaimersOf(ns string) []string {
+	var out []string
+	home := p.HomeOf(ns)
+	for n, t := range p.Tenants {
+		if t != home && matchAny(t.ClaimableFrom, ns) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (p *Policy) claimed(c Caller, claim string) (*Tenant, error) {

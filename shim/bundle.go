@@ -82,7 +82,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		return nil, fmt.Errorf("discover RDMA devices: %w", err)
 	}
 	// The tenant policy: who the container belongs to, and what it may have.
-	ten, err := decideTenancy(spec, cfg, opts, inv)
+	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv)
 	if err != nil {
 		return nil, err
 	}

@@ -35,12 +35,13 @@ type tenancy struct {
 // decideTenancy loads the policy (fail closed: a malformed one is an
 // error), resolves the container's tenant from its caller, and checks its
 // request against the tenant. It has no side effects.
-func decideTenancy(spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory) (*tenancy, error) {
-	pol, err := policy.Load(cfg.PolicyFile())
+func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory) (*tenancy, error) {
+	pol, err := policy.LoadNode(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t, err := pol.Resolve(policy.CallerOf(spec.Annotations), opts.Tenant)
+	ns, _ := containerKey(ctx, bundle)
+	t, err := pol.Resolve(policy.CallerOf(ns, cfg.CRINamespace, spec.Annotations), opts.Tenant)
 	if err != nil {
 		return nil, err
 	}

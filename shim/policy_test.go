@@ -59,10 +59,14 @@ seccomp = "none"
 [tenants.elsewhere]
 local = true
 devices = ["mlx5_0"]
+
+[tenants.wide]
+namespaces = ["team-*"]
+seccomp = "none"
 `
 
-// policyConfig writes the policy (none when body is "") and a node config
-// using it, a fresh state dir and a zygote bin dir.
+// policyConfig writes the policy and a node config using it (body "":
+// policy_path = "", no policy), a fresh state dir and a zygote bin dir.
 func (n fakeNode) policyConfig(t *testing.T, body string) (cfgPath, stateDir, policyPath string) {
 	t.Helper()
 	bin := t.TempDir()
@@ -79,7 +83,11 @@ func (n fakeNode) policyConfig(t *testing.T, body string) (cfgPath, stateDir, po
 		}
 	}
 	t.Setenv("SWIFT_POLICY", "")
-	cfgPath = n.writeConfig(t, fmt.Sprintf("state_dir = %q\npolicy_path = %q\n[zygote]\nbin_dir = %q\n|", stateDir, policyPath, bin))
+	polKey := policyPath
+	if body == "" {
+		polKey = "" // no policy, explicitly
+	}
+	cfgPath = n.writeConfig(t, fmt.Sprintf("state_dir = %q\npolicy_path = %q\n[zygote]\nbin_dir = %q\n|", stateDir, polKey, bin))
 	return cfgPath, stateDir, policyPath
 }
 
@@ -96,6 +104,24 @@ func leasesIn(t *testing.T, stateDir string) []ledger.Lease {
 // namespace in its context: <parent dir name>/<dir name>.
 func bundleKey(bundle string) string {
 	return filepath.Base(filepath.Dir(bundle)) + "/" + filepath.Base(bundle)
+}
+
+// callerCtx is the context containerd gives the shim for a container with
+// these annotations: the CRI plugin's namespace (k8s.io) for a pod's, none
+// (the bundle's parent directory then names it) for a local caller's.
+func callerCtx(ann map[string]string) context.Context {
+	if _, ok := ann[policy.CRISandboxNamespace]; ok {
+		return namespaces.WithNamespace(context.Background(), "k8s.io")
+	}
+	return context.Background()
+}
+
+// leaseKey is the ledger key of a container EditBundle edited in ctx.
+func leaseKey(ctx context.Context, bundle string) string {
+	if ns, ok := namespaces.Namespace(ctx); ok {
+		return ns + "/" + filepath.Base(bundle)
+	}
+	return bundleKey(bundle)
 }
 
 // tenantSpec is wantInjected with the tenant a's edits: rxe1 only, hca
@@ -161,7 +187,8 @@ func TestEditBundlePolicy(t *testing.T) {
 			n := newFakeNode(t, true)
 			cfg, state, _ := n.policyConfig(t, testPolicy)
 			bundle, _ := writeBundle(t, testSpec(tc.ann))
-			if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+			ctx := callerCtx(tc.ann)
+			if err := EditBundle(ctx, bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
 				t.Fatalf("EditBundle: %v", err)
 			}
 			got, once := readBundle(t, bundle)
@@ -176,12 +203,12 @@ func TestEditBundlePolicy(t *testing.T) {
 				t.Fatalf("ledger holds %d leases, want 1", len(ls))
 			}
 			l := ls[0]
-			if l.Key() != bundleKey(bundle) || l.Tenant != tc.tenant || l.Charge != tc.charge || l.Bundle != bundle ||
+			if l.Key() != leaseKey(ctx, bundle) || l.Tenant != tc.tenant || l.Charge != tc.charge || l.Bundle != bundle ||
 				l.Owner != ledger.Self() {
-				t.Errorf("lease %+v, want key %s tenant %s charge %+v bundle %s owner %+v", l, bundleKey(bundle), tc.tenant, tc.charge, bundle, ledger.Self())
+				t.Errorf("lease %+v, want key %s tenant %s charge %+v bundle %s owner %+v", l, leaseKey(ctx, bundle), tc.tenant, tc.charge, bundle, ledger.Self())
 			}
 			// A retried Create: same spec, still one lease.
-			if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+			if err := EditBundle(ctx, bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
 				t.Fatalf("second EditBundle: %v", err)
 			}
 			if _, twice := readBundle(t, bundle); string(once) != string(twice) {
@@ -203,7 +230,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	ann := map[string]string{annotations.RDMA: "true", annotations.Zygote: "true", policy.CRISandboxNamespace: "team-a",
 		annotations.Pool: "2", annotations.Peers: "b=10.0.0.2:18515,c=10.0.0.3:18600"}
 	bundle, _ := writeBundle(t, testSpec(ann))
-	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+	if err := EditBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
 		t.Fatalf("EditBundle: %v", err)
 	}
 	conf, err := os.ReadFile(filepath.Join(bundle, PoolFile))
@@ -259,6 +286,8 @@ func TestEditBundlePolicyRefusals(t *testing.T) {
 		{"pod with an empty namespace", optIn(ns, ""), errdefs.IsPermissionDenied, []string{"not mapped"}},
 		{"pod claims a tenant from the catch-all of none", optIn(ns, "kube-system", annotations.Tenant, "big"), errdefs.IsPermissionDenied,
 			[]string{`swift.io/tenant="big"`, "may not claim"}},
+		{"pod's exact namespace is not overridden by a pattern", optIn(ns, "team-b", annotations.Tenant, "wide"), errdefs.IsPermissionDenied,
+			[]string{`swift.io/tenant="wide"`, `pod namespace "team-b" belongs to tenant "b"`, "tenants.wide.claimable_from"}},
 		{"local caller claims a tenant without local", optIn(annotations.Tenant, "b"), errdefs.IsPermissionDenied,
 			[]string{`swift.io/tenant="b"`, "local caller", "tenants.b.local = true"}},
 		{"unknown tenant", optIn(annotations.Tenant, "zz"), errdefs.IsPermissionDenied,
@@ -286,7 +315,7 @@ func TestEditBundlePolicyRefusals(t *testing.T) {
 			n := newFakeNode(t, true)
 			cfg, state, _ := n.policyConfig(t, testPolicy)
 			bundle, orig := writeBundle(t, testSpec(tc.ann))
-			err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+			err := EditBundle(callerCtx(tc.ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
 			assertRefused(t, "EditBundle", err, tc.class, tc.msg...)
 			assertUnchanged(t, bundle, orig)
 			if ls := leasesIn(t, state); len(ls) != 0 {
@@ -312,12 +341,15 @@ func TestEditBundleBadPolicy(t *testing.T) {
 		{"bad value", "[tenants.a]\n\n[tenants.a.container]\nqps = 0\n", false, []string{"line 4", "tenants.a.container.qps"}},
 		{"unknown key", "[tenants.a]\nfork_share = true\n", false, []string{"line 2", "tenants.a.fork_share", "unknown key"}},
 		{"no tenants", "# only a comment\n", false, []string{"no tenant"}},
-		{"unreadable", "", true, []string{"read tenant policy"}},
+		{"unreadable", "(replaced by a directory)", true, []string{"read tenant policy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newFakeNode(t, true)
 			cfg, state, pol := n.policyConfig(t, tc.body)
 			if tc.dir {
+				if err := os.Remove(pol); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.Mkdir(pol, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -346,7 +378,56 @@ func TestEditBundleBadPolicy(t *testing.T) {
 	}
 }
 
-// TestEditBundleNoPolicy: without a policy file nothing changes from
+// TestEditBundleCRIAnnotationOutsideCRI: a container outside the CRI's
+// containerd namespace that sets the CRI's sandbox-namespace annotation is
+// a local caller: it gets local_tenant, not its claimed pod namespace's
+// tenant, and is held to local = true.
+func TestEditBundleCRIAnnotationOutsideCRI(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, state, _ := n.policyConfig(t, testPolicy)
+	ctx := namespaces.WithNamespace(context.Background(), "default")
+	ann := map[string]string{annotations.RDMA: "true", policy.CRISandboxNamespace: "team-a"}
+	bundle, _ := writeBundle(t, testSpec(ann))
+	if err := EditBundle(ctx, bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("EditBundle: %v", err)
+	}
+	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Tenant != "ops" || ls[0].Key() != "default/"+filepath.Base(bundle) {
+		t.Errorf("leases %+v, want one of tenant ops (local_tenant), not a", ls)
+	}
+	ann[annotations.Tenant] = "b" // team-b's tenant, which local callers may not claim
+	ann[policy.CRISandboxNamespace] = "team-b"
+	bundle, orig := writeBundle(t, testSpec(ann))
+	err := EditBundle(ctx, bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	assertRefused(t, "EditBundle", err, errdefs.IsPermissionDenied, `swift.io/tenant="b"`,
+		`local caller (containerd namespace "default" is not the CRI's`, "tenants.b.local = true")
+	assertUnchanged(t, bundle, orig)
+}
+
+// TestEditBundleMissingPolicy: a configured policy file that does not
+// exist refuses opted-in containers (FailedPrecondition naming it) and
+// leaves others alone.
+func TestEditBundleMissingPolicy(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, state, pol := n.policyConfig(t, testPolicy)
+	if err := os.Remove(pol); err != nil {
+		t.Fatal(err)
+	}
+	ann := map[string]string{annotations.RDMA: "true", annotations.Tenant: "anyone"}
+	bundle, orig := writeBundle(t, testSpec(ann))
+	err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	assertRefused(t, "EditBundle", err, errdefs.IsFailedPrecondition, "tenant policy "+pol, "does not exist")
+	assertUnchanged(t, bundle, orig)
+	if _, err := os.Stat(filepath.Join(state, ledger.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused container created a ledger (%v)", err)
+	}
+	bundle, orig = writeBundle(t, testSpec(map[string]string{"example.com/x": "y"}))
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("EditBundle(not opted in) = %v", err)
+	}
+	assertUnchanged(t, bundle, orig)
+}
+
+// TestEditBundleNoPolicy: with policy_path = "" nothing changes from
 // before policies: any tenant, no ledger.
 func TestEditBundleNoPolicy(t *testing.T) {
 	n := newFakeNode(t, true)

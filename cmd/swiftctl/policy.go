@@ -37,10 +37,18 @@ func policyCommand(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 		path = cfg.PolicyFile()
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stdout, "%s: not present: no tenant policy is enforced (every container gets the open tenant %q or the one it names)\n",
-				path, policy.DefaultTenant)
+		p, err := policy.LoadNode(cfg)
+		if err == nil && p.IsOpen() {
+			what := "policy_path = \"\""
+			if path != "" {
+				what = path + " is not present"
+			}
+			fmt.Fprintf(stdout, "%s: no tenant policy is enforced: every container gets the open tenant %q or the one it names\n",
+				what, policy.DefaultTenant)
 			return nil
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			return err // a configured policy that is missing
 		}
 	case 1:
 		path = fs.Arg(0)
@@ -70,7 +78,49 @@ func policyCommand(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	describePolicy(stdout, p)
+	describeNamespaces(stdout, p)
 	return nil
+}
+
+// describeNamespaces prints, for one example of every namespace and
+// pattern the policy names, the tenant a pod there belongs to and the
+// tenants it may claim besides (the rule of Policy.Resolve).
+func describeNamespaces(w io.Writer, p *policy.Policy) {
+	type ex struct{ ns, from string }
+	var exs []ex
+	seen := map[string]bool{}
+	add := func(ns, from string) {
+		if !seen[ns] {
+			seen[ns] = true
+			exs = append(exs, ex{ns, from})
+		}
+	}
+	for _, t := range p.Tenants {
+		for _, pat := range append(append([]string{}, t.Namespaces...), t.ClaimableFrom...) {
+			if pat == "*" {
+				add("other-example", "*")
+			} else if pre, ok := strings.CutSuffix(pat, "*"); ok {
+				add(pre+"example", pat)
+			} else {
+				add(pat, "")
+			}
+		}
+	}
+	add("other-example", "no pattern")
+	sort.Slice(exs, func(i, j int) bool { return exs[i].ns < exs[j].ns })
+	fmt.Fprintln(w, "pods by namespace (a namespace belongs to one tenant: an exact name beats a pattern, a longer prefix a shorter one;")
+	fmt.Fprintln(w, "swift.io/tenant may name only that tenant or one whose claimable_from matches):")
+	for _, e := range exs {
+		ns := e.ns
+		if e.from != "" {
+			ns += " (" + e.from + ")"
+		}
+		home := "refused (no tenant)"
+		if h := p.HomeOf(e.ns); h != nil {
+			home = "tenant " + h.Name
+		}
+		fmt.Fprintf(w, "  %-32s %s; may claim: %s\n", ns, home, orNone(p.ClaimersOf(e.ns)))
+	}
 }
 
 // describePolicy prints what a valid policy grants, tenant by tenant.

@@ -44,16 +44,26 @@ func TestPolicyCheck(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant:\n%s", errOut.String(), want)
 	}
 
-	// Default path from the node config; a missing policy is reported, not an error.
+	// The path from the node config: a configured policy that is missing
+	// is an error (Creates fail closed); policy_path = "" is reported.
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n", filepath.Join(dir, "policy.toml")), 0o644); err != nil {
+	missing := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n", missing), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SWIFT_POLICY", "")
 	out.Reset()
-	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); err != nil || !strings.Contains(out.String(), "not present") {
-		t.Errorf("check (missing default) = %v, %q", err, out.String())
+	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("check (configured, missing) = %v, %q", err, out.String())
+	}
+	if err := os.WriteFile(cfg, []byte("policy_path = \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); err != nil ||
+		out.String() != "policy_path = \"\": no tenant policy is enforced: every container gets the open tenant \"default\" or the one it names\n" {
+		t.Errorf("check (no policy) = %v, %q", err, out.String())
 	}
 	if err := policyCommand(&out, &errOut, []string{"check", filepath.Join(dir, "absent.toml")}); err == nil {
 		t.Error("check of a named missing file succeeded")
@@ -129,5 +139,30 @@ func TestPools(t *testing.T) {
 		if err := poolsCommand(&out, &errOut, bad); err == nil {
 			t.Errorf("pools %q succeeded", bad)
 		}
+	}
+}
+
+// TestPolicyCheckOverlap: check explains an overlapping-namespace policy:
+// the tenant of each example namespace and what its pods may claim.
+func TestPolicyCheckOverlap(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	body := "[tenants.restricted]\nnamespaces = [\"untrusted\"]\n" +
+		"[tenants.default]\nnamespaces = [\"*\"]\nclaimable_from = [\"ci-*\"]\n" +
+		"[tenants.team]\nnamespaces = [\"team-*\"]\nclaimable_from = [\"untrusted\"]\n"
+	if err := os.WriteFile(pol, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := policyCommand(&out, &errOut, []string{"check", pol}); err != nil {
+		t.Fatal(err)
+	}
+	want := "pods by namespace (a namespace belongs to one tenant: an exact name beats a pattern, a longer prefix a shorter one;\n" +
+		"swift.io/tenant may name only that tenant or one whose claimable_from matches):\n" +
+		"  ci-example (ci-*)                tenant default; may claim: none\n" +
+		"  other-example (*)                tenant default; may claim: none\n" +
+		"  team-example (team-*)            tenant team; may claim: none\n" +
+		"  untrusted                        tenant restricted; may claim: team\n"
+	if _, tail, ok := strings.Cut(out.String(), "pods by namespace"); !ok || "pods by namespace"+tail != want {
+		t.Errorf("policy check:\n%s\nwant the namespaces part:\n%s", out.String(), want)
 	}
 }

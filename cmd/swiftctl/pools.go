@@ -91,7 +91,7 @@ func poolsCommand(stdout, stderr io.Writer, args []string) error {
 	}
 	out := PoolsListing{Ledger: l.Path, Policy: cfg.PolicyFile(), Tenants: []TenantUsage{}, Leases: []LeaseState{}}
 	quotas := map[string]ledger.Amounts{}
-	if p, err := policy.Load(cfg.PolicyFile()); err != nil {
+	if p, err := policy.LoadNode(cfg); err != nil {
 		fmt.Fprintf(stderr, "swiftctl: warning: %v (quotas not shown)\n", err)
 	} else {
 		for n, t := range p.Tenants {

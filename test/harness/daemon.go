@@ -211,6 +211,14 @@ func (d *Daemon) LogTail(n int) string {
 }
 
 // BundleDir is where the runtime v2 shim keeps container id's bundle.
+// InNamespace returns the daemon seen from another containerd namespace:
+// its Ctr and BundleDir use ns (the daemon itself is shared).
+func (d *Daemon) InNamespace(ns string) *Daemon {
+	c := *d
+	c.Namespace = ns
+	return &c
+}
+
 func (d *Daemon) BundleDir(id string) string {
 	return filepath.Join(d.State, "io.containerd.runtime.v2.task", d.Namespace, id)
 }

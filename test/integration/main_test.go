@@ -81,6 +81,7 @@ func runtimeConfig(t *testing.T, nodeConfig string) string {
 
 type runSpec struct {
 	id          string
+	namespace   string // containerd namespace; "" for the daemon's
 	runtime     string
 	optsFile    string
 	annotations map[string]string
@@ -107,7 +108,11 @@ func ctrRun(t *testing.T, r runSpec) (string, string, int) {
 	}
 	args = append(args, rootfs, r.id)
 	args = append(args, r.args...)
-	so, se, err := daemon.Ctr(ctx(t), args...)
+	d := daemon
+	if r.namespace != "" {
+		d = daemon.InNamespace(r.namespace)
+	}
+	so, se, err := d.Ctr(ctx(t), args...)
 	code := harness.ExitCode(err)
 	if err != nil && code < 0 {
 		t.Fatalf("ctr run %s: %v: %s", r.id, err, se)
@@ -117,6 +122,12 @@ func ctrRun(t *testing.T, r runSpec) (string, string, int) {
 
 // removeContainer kills and deletes a detached container.
 func removeContainer(t *testing.T, id string) {
+	t.Helper()
+	removeContainerIn(t, daemon, id)
+}
+
+// removeContainerIn is removeContainer in d's namespace.
+func removeContainerIn(t *testing.T, daemon *harness.Daemon, id string) {
 	t.Helper()
 	c := ctx(t)
 	_, _, _ = daemon.Ctr(c, "task", "kill", "-s", "SIGKILL", id)
@@ -132,6 +143,12 @@ func removeContainer(t *testing.T, id string) {
 // assertNothingLeft checks that no task, container, bundle, mount or shim
 // process of id remains.
 func assertNothingLeft(t *testing.T, id string) {
+	t.Helper()
+	assertNothingLeftIn(t, daemon, id)
+}
+
+// assertNothingLeftIn is assertNothingLeft in d's namespace.
+func assertNothingLeftIn(t *testing.T, daemon *harness.Daemon, id string) {
 	t.Helper()
 	c := ctx(t)
 	deadline := time.Now().Add(10 * time.Second)

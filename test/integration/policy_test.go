@@ -15,6 +15,7 @@ import (
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/rdma"
@@ -430,16 +431,19 @@ func TestPolicyEnforcedInSpec(t *testing.T) {
 echo "memlock $(ulimit -l)"
 echo "env $SWIFT_RDMA_DEVICES"
 grep '^Seccomp:' /proc/self/status`
-	// A pod of namespace team-a (the CRI annotation, set here by hand).
+	// A pod of namespace team-a: the CRI annotation, set here by hand in
+	// the CRI plugin's containerd namespace.
 	id := "tenant-a"
-	_, se, code := ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: n.opts, detach: true,
-		annotations: map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "team-a"}, args: []string{"sleep", "600"}})
+	k8s := daemon.InNamespace(config.DefaultCRINamespace)
+	podAnn := map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "team-a"}
+	_, se, code := ctrRun(t, runSpec{id: id, namespace: k8s.Namespace, runtime: swiftRuntime, optsFile: n.opts, detach: true,
+		annotations: podAnn, args: []string{"sleep", "600"}})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, se)
 	}
-	defer assertNothingLeft(t, id)
-	defer removeContainer(t, id)
-	so, se, err := daemon.Ctr(ctx(t), "task", "exec", "--exec-id", "probe", id, "sh", "-c", script)
+	defer assertNothingLeftIn(t, k8s, id)
+	defer removeContainerIn(t, k8s, id)
+	so, se, err := k8s.Ctr(ctx(t), "task", "exec", "--exec-id", "probe", id, "sh", "-c", script)
 	if err != nil {
 		t.Fatalf("exec: %v: %s", err, se)
 	}
@@ -448,7 +452,7 @@ grep '^Seccomp:' /proc/self/status`
 			t.Errorf("container output lacks %q:\n%s", want, so)
 		}
 	}
-	s, err := daemon.BundleSpec(id)
+	s, err := k8s.BundleSpec(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,15 +477,21 @@ grep '^Seccomp:' /proc/self/status`
 	}
 
 	// The local default tenant (ops): every device, the node config's
-	// memlock, no seccomp.
-	so, se, code = ctrRun(t, runSpec{id: "tenant-ops", runtime: swiftRuntime, optsFile: n.opts,
-		annotations: map[string]string{"swift.io/rdma": "true"}, args: []string{"sh", "-c", script}})
-	if code != 0 {
-		t.Fatalf("ops: exit %d: %s", code, se)
-	}
-	for _, want := range []string{"rdma_cm uverbs0 uverbs1 \n", "memlock 4096\n", "env rxe0,rxe1\n", "Seccomp:\t0\n"} {
-		if !strings.Contains(so, want) {
-			t.Errorf("ops container output lacks %q:\n%s", want, so)
+	// memlock, no seccomp. The same pod annotation from a local caller
+	// (outside the CRI's namespace) does not count: it gets ops too.
+	for _, c := range []struct {
+		id  string
+		ann map[string]string
+	}{{"tenant-ops", map[string]string{"swift.io/rdma": "true"}}, {"tenant-forged-pod", podAnn}} {
+		so, se, code = ctrRun(t, runSpec{id: c.id, runtime: swiftRuntime, optsFile: n.opts,
+			annotations: c.ann, args: []string{"sh", "-c", script}})
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.id, code, se)
+		}
+		for _, want := range []string{"rdma_cm uverbs0 uverbs1 \n", "memlock 4096\n", "env rxe0,rxe1\n", "Seccomp:\t0\n"} {
+			if !strings.Contains(so, want) {
+				t.Errorf("%s: output lacks %q (tenant ops's):\n%s", c.id, want, so)
+			}
 		}
 	}
 }
@@ -524,8 +534,12 @@ func TestPolicyZygoteSeccomp(t *testing.T) {
 			for k, v := range tc.ann {
 				ann[k] = v
 			}
+			ns := ""
+			if _, pod := ann[policy.CRISandboxNamespace]; pod {
+				ns = config.DefaultCRINamespace
+			}
 			so, se, code := ctrRun(t, runSpec{id: "zygote-seccomp-" + strings.NewReplacer(" ", "", ",", "-", "'", "").Replace(tc.name),
-				runtime: swiftRuntime, optsFile: tc.node.opts, annotations: ann, args: []string{"sh", "-c", tc.script}})
+				namespace: ns, runtime: swiftRuntime, optsFile: tc.node.opts, annotations: ann, args: []string{"sh", "-c", tc.script}})
 			if code != 0 {
 				t.Fatalf("exit %d: %s\n%s", code, se, so)
 			}
@@ -557,19 +571,29 @@ func TestPolicyBadInputRefused(t *testing.T) {
 	good := newPolicyNode(t, enforcePolicy, false)
 	syntax := newPolicyNode(t, "[tenants.a]\nnamespaces = [\"a\"\n", false)
 	badValue := newPolicyNode(t, "[tenants.a]\nlocal = true\n\n[tenants.a.node]\nqps = 4\n", false)
+	missing := newPolicyNode(t, enforcePolicy, false)
+	if err := os.Remove(missing.policy); err != nil { // a deleted (or mistyped) policy fails closed
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		n     policyNode
 		ann   map[string]string
 		wants []string
 	}{
+		{"policy-missing", missing, map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "anyone"},
+			[]string{"tenant policy " + missing.policy, "does not exist", "failed precondition"}},
 		{"policy-syntax", syntax, map[string]string{"swift.io/rdma": "true"}, []string{syntax.policy, "line 2", "array is incomplete"}},
 		{"policy-value", badValue, map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "a"},
 			[]string{badValue.policy, "line 5", "tenants.a.node.qps", "set tenants.a.container.qps"}},
 		{"forged-tenant", good, map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "team-b", "swift.io/tenant": "a"},
-			[]string{`swift.io/tenant="a"`, `pod namespace "team-b"`, "may not claim", "permission denied"}},
+			[]string{`swift.io/tenant="a"`, `pod namespace "team-b" belongs to tenant "b"`, "may not claim", "permission denied"}},
 		{"unmapped-namespace", good, map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "default"},
 			[]string{`pod namespace "default"`, "not mapped"}},
+		// outside the CRI's namespace the CRI annotation does not count:
+		// a local caller, held to local = false
+		{"local-forges-pod", good, map[string]string{"swift.io/rdma": "true", policy.CRISandboxNamespace: "team-b", "swift.io/tenant": "b"},
+			[]string{`swift.io/tenant="b"`, `local caller (containerd namespace "swift-test" is not the CRI's`, "tenants.b.local = true"}},
 		{"local-claim", good, map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "b"},
 			[]string{"local caller", "tenants.b.local = true"}},
 		{"device-outside", good, map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "a", "swift.io/devices": "rxe0"},
@@ -582,7 +606,12 @@ func TestPolicyBadInputRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			id := "badpol-" + c.name
-			_, se, code := ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: c.n.opts, annotations: c.ann, args: []string{"true"}})
+			d, ns := daemon, ""
+			if _, pod := c.ann[policy.CRISandboxNamespace]; pod && c.name != "local-forges-pod" {
+				ns = config.DefaultCRINamespace // as the CRI plugin creates pods
+				d = daemon.InNamespace(ns)
+			}
+			_, se, code := ctrRun(t, runSpec{id: id, namespace: ns, runtime: swiftRuntime, optsFile: c.n.opts, annotations: c.ann, args: []string{"true"}})
 			if code == 0 {
 				t.Fatal("container ran; want Create refused")
 			}
@@ -591,16 +620,18 @@ func TestPolicyBadInputRefused(t *testing.T) {
 					t.Errorf("error does not contain %q: %s", w, strings.TrimSpace(se))
 				}
 			}
-			assertNothingLeft(t, id)
+			assertNothingLeftIn(t, d, id)
 			if ls, err := ledger.New(c.n.state).List(); err != nil || len(ls) != 0 {
 				t.Errorf("ledger: %+v, %v; want no lease", ls, err)
 			}
 		})
 	}
-	// A container that does not opt in runs under a malformed policy.
-	so, se, code := ctrRun(t, runSpec{id: "badpol-optout", runtime: swiftRuntime, optsFile: syntax.opts, args: []string{"echo", "ran"}})
-	if code != 0 || strings.TrimSpace(so) != "ran" {
-		t.Errorf("not opted in under a malformed policy: exit %d, %q, %q", code, so, se)
+	// A container that does not opt in runs under a malformed or missing policy.
+	for _, n := range []policyNode{syntax, missing} {
+		so, se, code := ctrRun(t, runSpec{id: "badpol-optout", runtime: swiftRuntime, optsFile: n.opts, args: []string{"echo", "ran"}})
+		if code != 0 || strings.TrimSpace(so) != "ran" {
+			t.Errorf("not opted in under policy %s: exit %d, %q, %q", n.policy, code, so, se)
+		}
 	}
 	// swiftctl policy check reports the same problem with its line.
 	_, se, err := swiftctl(t, "policy", "check", badValue.policy)

@@ -138,6 +138,8 @@ EOF
 	cat >"$W/swift.toml" <<EOF
 log_level = "debug"
 state_dir = "/var/lib/swift"
+# no tenant policy unless a scenario writes one (policy: it replaces this line)
+policy_path = ""
 keys_dir = "/var/lib/swift/provisioned"
 
 [zygote]

@@ -648,7 +648,7 @@ EOF
 	# the seccomp baseline, undumpable and PID 1's signal check hold alone
 	{
 		echo "policy_path = \"$W/policy.toml\""
-		sed 's|^\[zygote\]$|[zygote]\nfunction_uid_base = 0|' "$W/swift.default.toml"
+		sed -e '/^policy_path = /d' -e 's|^\[zygote\]$|[zygote]\nfunction_uid_base = 0|' "$W/swift.default.toml"
 	} >"$W/swift.toml"
 	zrun p1 p1 18545 t1 "p2=10.0.2.15:18546" 1
 	pid=""
