@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/swift-rdma/swift-containerd/config"
 	"golang.org/x/sys/unix"
@@ -86,18 +88,31 @@ type Owner struct {
 	// Start is the process's start time (clock ticks after boot, field 22
 	// of /proc/PID/stat): a recycled PID has another.
 	Start uint64 `json:"start"`
+	// PIDNS is the inode of the owner's PID namespace (0: not recorded):
+	// its PID means nothing to a process in another one.
+	PIDNS uint64 `json:"pidns,omitempty"`
 }
 
 // Self returns the calling process as an Owner.
 func Self() Owner {
 	pid := os.Getpid()
-	start, _, _ := procStat(pid)
-	return Owner{PID: pid, Start: start}
+	start, _, _ := procStat("/proc", pid)
+	return Owner{PID: pid, Start: start, PIDNS: pidNS("/proc")}
+}
+
+// pidNS returns the inode of the PID namespace /proc/self lives in (0
+// when it cannot be read).
+func pidNS(proc string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(proc, "self", "ns", "pid"), &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // procStat returns a process's start time and state letter.
-func procStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func procStat(proc string, pid int) (start uint64, state byte, err error) {
+	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -132,21 +147,37 @@ func (l Lease) Key() string { return l.Namespace + "/" + l.ID }
 
 // Alive tells whether the container of a lease may still exist: its
 // bundle directory is there and its shim process runs (same PID and start
-// time, not a zombie). When in doubt (a stat error other than "not
-// found"), it says alive.
-func Alive(l Lease) bool {
+// time, not a zombie). When in doubt it says alive, so that a lease is
+// never reclaimed from a container that runs: a stat error other than
+// "not found", a /proc that cannot be read (EMFILE, EACCES), one that does
+// not show every process (hidepid, or no PID 1), or a caller in another
+// PID namespace than the shim's.
+func Alive(l Lease) bool { return aliveIn("/proc", pidNS("/proc"), l) }
+
+func aliveIn(proc string, selfNS uint64, l Lease) bool {
 	if l.Bundle != "" {
 		if _, err := os.Stat(l.Bundle); errors.Is(err, os.ErrNotExist) {
 			return false
 		}
 	}
-	if l.Owner.PID > 0 {
-		start, state, err := procStat(l.Owner.PID)
-		if err != nil || (l.Owner.Start != 0 && start != l.Owner.Start) || state == 'Z' || state == 'X' {
-			return false
-		}
+	if l.Owner.PID <= 0 {
+		return true
 	}
-	return true
+	// Can this /proc judge the owner's PID at all?
+	if l.Owner.PIDNS != 0 && l.Owner.PIDNS != selfNS {
+		return true
+	}
+	if _, _, err := procStat(proc, 1); err != nil {
+		return true
+	}
+	start, state, err := procStat(proc, l.Owner.PID)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false
+	case err != nil:
+		return true
+	}
+	return !((l.Owner.Start != 0 && start != l.Owner.Start) || state == 'Z' || state == 'X')
 }
 
 // Quota is a tenant's node-wide quota (zero fields: no limit) and where it
@@ -253,9 +284,32 @@ func (l *Ledger) open(readOnly bool) (*bolt.DB, func(), error) {
 	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{Timeout: remaining, ReadOnly: readOnly})
 	if err != nil {
 		lf.Close()
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, nil, l.corrupt(err)
+		}
 		return nil, nil, fmt.Errorf("ledger %s: open: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
 	return db, func() { db.Close(); lf.Close() }, nil
+}
+
+// corrupt is the error of a ledger that cannot be read: DataLoss, with
+// the way out.
+func (l *Ledger) corrupt(why any) error {
+	return fmt.Errorf("ledger %s is corrupt (%v): opted-in containers cannot be created until `swiftctl pools repair` rebuilds it: %w",
+		l.Path, why, errdefs.ErrDataLoss)
+}
+
+// safely runs fn, which reads the memory-mapped ledger: a corrupt file
+// makes bbolt panic or fault on a bad page, and either becomes a corrupt
+// error instead of a crashed shim (and every container of its pod).
+func (l *Ledger) safely(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.corrupt(r)
+		}
+	}()
+	return fn()
 }
 
 // onBucket runs fn on the lease bucket in one transaction (a write one
@@ -265,6 +319,10 @@ func (l *Ledger) onBucket(write bool, what string, fn func(b *bolt.Bucket) error
 	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	return l.safely(func() error { return l.onBucketUnsafe(write, what, fn) })
+}
+
+func (l *Ledger) onBucketUnsafe(write bool, what string, fn func(b *bolt.Bucket) error) error {
 	db, done, err := l.open(!write)
 	if err != nil {
 		return err
@@ -290,7 +348,7 @@ func (l *Ledger) onBucket(write bool, what string, fn func(b *bolt.Bucket) error
 func decode(k, v []byte) (Lease, error) {
 	var x Lease
 	if err := json.Unmarshal(v, &x); err != nil {
-		return x, fmt.Errorf("lease %s: %v: %w", k, err, errdefs.ErrDataLoss)
+		return x, fmt.Errorf("lease %q does not decode (%v; `swiftctl pools repair` rebuilds the ledger): %w", k, err, errdefs.ErrDataLoss)
 	}
 	return x, nil
 }
@@ -313,12 +371,24 @@ func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var quotaErr error
+	err = l.safely(func() error {
+		var err error
+		reclaimed, quotaErr, err = l.acquire(lease, val, q)
+		return err
+	})
+	if err != nil {
+		return reclaimed, err
+	}
+	return reclaimed, quotaErr
+}
+
+func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, quotaErr error, err error) {
 	db, done, err := l.open(false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
-	var quotaErr error
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
@@ -362,9 +432,9 @@ func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
 		return b.Put([]byte(lease.Key()), val)
 	})
 	if err != nil {
-		return reclaimed, fmt.Errorf("ledger %s: acquire %s: %w", l.Path, lease.Key(), err)
+		return reclaimed, nil, fmt.Errorf("ledger %s: acquire %s: %w", l.Path, lease.Key(), err)
 	}
-	return reclaimed, quotaErr
+	return reclaimed, quotaErr, nil
 }
 
 // Release removes the lease of namespace/id and returns it (nil when there
@@ -451,4 +521,85 @@ func Usage(leases []Lease) map[string]Amounts {
 		u[x.Tenant] = u[x.Tenant].Add(x.Charge)
 	}
 	return u
+}
+
+// BundleFile is the copy of a container's lease the shim keeps in its
+// bundle: what `swiftctl pools repair` rebuilds a lost ledger from.
+const BundleFile = "swift-lease.json"
+
+// Salvage reads every lease it can from a ledger that may be corrupt:
+// those that decode, up to the first bad page. problems says what could
+// not be read (none: the ledger is sound).
+func (l *Ledger) Salvage() (leases []Lease, problems []string) {
+	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	err := l.safely(func() error {
+		db, done, err := l.open(true)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			if b == nil {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				x, err := decode(k, v)
+				if err != nil {
+					problems = append(problems, err.Error())
+					return nil
+				}
+				if x.Key() != string(k) {
+					problems = append(problems, fmt.Sprintf("lease %q is filed under %q", x.Key(), k))
+					return nil
+				}
+				leases = append(leases, x)
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	return leases, problems
+}
+
+// Rebuild replaces the ledger with one that holds exactly leases, under
+// the ledger's lock; the old file, if any, is renamed to aside.
+func (l *Ledger) Rebuild(leases []Lease, aside string) error {
+	lf, deadline, err := l.lock(true)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := os.Rename(l.Path, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ledger %s: move aside: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{Timeout: max(time.Until(deadline), 100*time.Millisecond)})
+	if err != nil {
+		return fmt.Errorf("ledger %s: create: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		for _, x := range leases {
+			v, err := json.Marshal(x)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(x.Key()), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
+	}
+	return db.Close()
 }

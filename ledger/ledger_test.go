@@ -406,3 +406,101 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestAliveWhenProcCannotJudge: a lease is reclaimed only when /proc says
+// its shim is gone; a /proc that cannot be read, that hides processes, or
+// that belongs to another PID namespace keeps it alive.
+func TestAliveWhenProcCannotJudge(t *testing.T) {
+	stat := func(start uint64, state string) string {
+		// fields 3.. after "(comm)": state, then 18 more up to starttime (field 22)
+		return fmt.Sprintf("42 (swift shim) %s 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", state, start)
+	}
+	proc := func(t *testing.T, files map[string]string, dirs ...string) string {
+		root := t.TempDir()
+		for p, body := range files {
+			os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+			if err := os.WriteFile(filepath.Join(root, p), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, d := range dirs {
+			os.MkdirAll(filepath.Join(root, d), 0o755)
+		}
+		return root
+	}
+	owner := Owner{PID: 42, Start: 777, PIDNS: 9}
+	lease := Lease{Owner: owner}
+	tests := []struct {
+		name   string
+		proc   string
+		selfNS uint64
+		want   bool
+	}{
+		{"shim runs", proc(t, map[string]string{"1/stat": stat(1, "S"), "42/stat": stat(777, "S")}), 9, true},
+		{"shim gone", proc(t, map[string]string{"1/stat": stat(1, "S")}), 9, false},
+		{"pid recycled", proc(t, map[string]string{"1/stat": stat(1, "S"), "42/stat": stat(778, "S")}), 9, false},
+		{"shim a zombie", proc(t, map[string]string{"1/stat": stat(1, "S"), "42/stat": stat(777, "Z")}), 9, false},
+		{"shim's stat unreadable (EMFILE, EACCES: here EISDIR)", proc(t, map[string]string{"1/stat": stat(1, "S")}, "42/stat"), 9, true},
+		{"hidepid: PID 1 not shown", proc(t, nil), 9, true},
+		{"no /proc at all", filepath.Join(t.TempDir(), "none"), 9, true},
+		{"another PID namespace", proc(t, map[string]string{"1/stat": stat(1, "S")}), 10, true},
+	}
+	for _, tc := range tests {
+		if got := aliveIn(tc.proc, tc.selfNS, lease); got != tc.want {
+			t.Errorf("%s: alive = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A lease recorded before the namespace was: judged by PID as before.
+	old := Lease{Owner: Owner{PID: 42, Start: 777}}
+	if aliveIn(proc(t, map[string]string{"1/stat": stat(1, "S")}), 10, old) {
+		t.Error("a lease without a recorded PID namespace whose shim is gone stays alive")
+	}
+	if Self().PIDNS == 0 {
+		t.Error("Self() records no PID namespace")
+	}
+}
+
+// TestSalvageAndRebuild: a sound ledger salvages whole; one with its leaf
+// page destroyed salvages nothing and says so; Rebuild writes exactly the
+// leases given and keeps the old file aside.
+func TestSalvageAndRebuild(t *testing.T) {
+	dir := t.TempDir()
+	l := New(dir)
+	l.Alive = func(Lease) bool { return true }
+	for _, id := range []string{"a", "b"} {
+		if _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, problems := l.Salvage()
+	if len(got) != 2 || len(problems) != 0 {
+		t.Fatalf("Salvage(sound) = %d leases, problems %v", len(got), problems)
+	}
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2 * 4096; i < len(data); i++ {
+		data[i] = 0xa5
+	}
+	if err := os.WriteFile(l.Path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.List(); !errdefs.IsDataLoss(err) || !strings.Contains(err.Error(), "is corrupt") {
+		t.Fatalf("List(corrupt) = %v, want DataLoss", err)
+	}
+	got, problems = l.Salvage()
+	if len(got) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "is corrupt") {
+		t.Fatalf("Salvage(corrupt) = %+v, %v", got, problems)
+	}
+	aside := l.Path + ".old"
+	if err := l.Rebuild([]Lease{lease("n", "b", "t", one(1))}, aside); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := l.List(); err != nil || len(ls) != 1 || ls[0].Key() != "n/b" {
+		t.Fatalf("after Rebuild: %+v, %v", ls, err)
+	}
+	if old, err := os.ReadFile(aside); err != nil || len(old) != len(data) {
+		t.Errorf("old file aside: %d bytes, %v", len(old), err)
+	}
+}
