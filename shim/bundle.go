@@ -15,6 +15,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
 )
@@ -130,6 +131,17 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 			lease.release(ctx)
 		}
 	}()
+	if lease != nil {
+		// the lease's copy in the bundle: what `swiftctl pools repair`
+		// rebuilds a lost ledger from while the container exists
+		b, err := json.Marshal(lease.lease)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(bundle, ledger.BundleFile), b, 0o600); err != nil {
+			return nil, fmt.Errorf("write the lease's copy into the bundle: %w", err)
+		}
+	}
 	if in.Zygote != nil {
 		if err := os.WriteFile(in.Zygote.ConfPath, poolConf, 0o444); err != nil {
 			return nil, fmt.Errorf("write pool description: %w", err)

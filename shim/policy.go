@@ -78,6 +78,7 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 
 // leaseRef names a lease the shim holds in the node's ledger.
 type leaseRef struct {
+	lease     ledger.Lease
 	ledger    *ledger.Ledger
 	namespace string
 	id        string
@@ -119,7 +120,7 @@ func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle s
 	if err != nil {
 		return nil, err
 	}
-	return &leaseRef{ledger: l, namespace: ns, id: id, owner: owner}, nil
+	return &leaseRef{lease: lease, ledger: l, namespace: ns, id: id, owner: owner}, nil
 }
 
 // release gives the lease back; errors are logged (gc reclaims it later).

@@ -18,6 +18,8 @@ commands:
   pools ls [--leases] [--json]
                         RDMA leases in the node's ledger: usage and quota per tenant
   pools gc [--dry-run]  reclaim the leases of containers that no longer exist
+  pools repair [--dry-run] [--address SOCKET] [--state DIR]
+                        rebuild a corrupt ledger from the containers containerd has
   keys gen|rotate|show FILE
                         a tenant keyring for the zygotes of every node (show prints fingerprints only)
   devices               list the node's RDMA devices and their uverbs nodes

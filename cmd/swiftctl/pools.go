@@ -43,7 +43,11 @@ type PoolsListing struct {
 }
 
 func poolsCommand(stdout, stderr io.Writer, args []string) error {
-	usage := fmt.Errorf("usage: swiftctl pools ls [--config FILE] [--leases] [--json] | swiftctl pools gc [--config FILE] [--dry-run]: %w", errdefs.ErrInvalidArgument)
+	usage := fmt.Errorf("usage: swiftctl pools ls [--config FILE] [--leases] [--json] | swiftctl pools gc [--config FILE] [--dry-run] | "+
+		"swiftctl pools repair [--config FILE] [--address SOCKET] [--state DIR] [--dry-run]: %w", errdefs.ErrInvalidArgument)
+	if len(args) >= 1 && args[0] == "repair" {
+		return poolsRepair(stdout, stderr, args[1:])
+	}
 	if len(args) < 1 || (args[0] != "ls" && args[0] != "gc") {
 		return usage
 	}

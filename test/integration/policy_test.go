@@ -668,3 +668,62 @@ func TestExamplePolicy(t *testing.T) {
 		t.Errorf("README policy snippet: %v", err)
 	}
 }
+
+// TestPolicyCorruptLedger: a ledger with a bad page never crashes a shim:
+// opted-in Creates fail with a clear error naming the repair, others run;
+// `swiftctl pools repair` rebuilds it from the containers containerd has
+// (the lease copy in a running container's bundle) and Creates work again.
+func TestPolicyCorruptLedger(t *testing.T) {
+	n := newPolicyNode(t, enforcePolicy, false)
+	optIn := map[string]string{"swift.io/rdma": "true", "swift.io/tenant": "a"}
+	_, se, code := ctrRun(t, runSpec{id: "led-a", runtime: swiftRuntime, optsFile: n.opts, detach: true, annotations: optIn, args: []string{"sleep", "600"}})
+	if code != 0 {
+		t.Fatalf("led-a: exit %d: %s", code, se)
+	}
+	defer assertNothingLeft(t, "led-a")
+	defer removeContainer(t, "led-a")
+	path := filepath.Join(n.state, ledger.FileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// every page after the two meta pages: the freelist and the leases' leaf
+	for i := 2 * 4096; i < len(data); i++ {
+		data[i] = 0xa5
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, se, code = ctrRun(t, runSpec{id: "led-b", runtime: swiftRuntime, optsFile: n.opts, annotations: optIn, args: []string{"true"}})
+	if code == 0 || !strings.Contains(se, "ledger "+path+" is corrupt") || !strings.Contains(se, "swiftctl pools repair") {
+		t.Fatalf("opted-in create on a corrupt ledger: exit %d, %s; want refused naming the ledger and the repair", code, se)
+	}
+	assertNothingLeft(t, "led-b")
+	so, se, code := ctrRun(t, runSpec{id: "led-optout", runtime: swiftRuntime, optsFile: n.opts, args: []string{"echo", "ran"}})
+	if code != 0 || strings.TrimSpace(so) != "ran" {
+		t.Fatalf("not opted in on a corrupt ledger: exit %d, %q, %q", code, so, se)
+	}
+	so, se, err = swiftctl(t, "pools", "repair", "--config", n.cfg, "--address", daemon.Socket, "--state", daemon.State)
+	if err != nil {
+		t.Fatalf("pools repair: %v: %s\n%s", err, se, so)
+	}
+	t.Logf("pools repair:\n%s", so)
+	key := daemon.Namespace + "/led-a"
+	if !strings.Contains(so, "recovered "+key+" (tenant a) from its bundle") && !strings.Contains(so, "kept "+key+" (tenant a)") {
+		t.Errorf("pools repair did not keep %s:\n%s", key, so)
+	}
+	if !strings.Contains(so, "unreadable: ") || !strings.Contains(so, "rebuilt "+path+" with 1 lease(s)") {
+		t.Errorf("pools repair output:\n%s", so)
+	}
+	if p := n.pools(t); len(p.Leases) != 1 || p.Leases[0].Key() != key || !p.Leases[0].Alive {
+		t.Errorf("leases after repair: %+v", p.Leases)
+	}
+	_, se, code = ctrRun(t, runSpec{id: "led-b", runtime: swiftRuntime, optsFile: n.opts, annotations: optIn, args: []string{"true"}})
+	if code != 0 {
+		t.Fatalf("opted-in create after repair: exit %d: %s", code, se)
+	}
+	so, _, err = swiftctl(t, "pools", "repair", "--config", n.cfg, "--address", daemon.Socket, "--state", daemon.State)
+	if err != nil || !strings.Contains(so, "is sound: 1 lease(s), nothing to repair") {
+		t.Errorf("second repair: %v\n%s", err, so)
+	}
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/ledger"
+)
+
+// Defaults of `pools repair`: containerd's socket and state directory.
+const (
+	defaultContainerdAddress = "/run/containerd/containerd.sock"
+	defaultContainerdState   = "/run/containerd"
+)
+
+// poolsRepair is `swiftctl pools repair`: it rebuilds the ledger from the
+// containers that exist (containerd says which) — the leases it can still
+// read, and the copies shims keep in the bundles of running containers —
+// and says what it dropped. The old file is kept beside the new one.
+func poolsRepair(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("pools repair", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", config.PathFromEnv(), "node config (its state_dir holds the ledger)")
+	address := fs.String("address", defaultContainerdAddress, "containerd's socket")
+	state := fs.String("state", defaultContainerdState, "containerd's state directory (the bundles of running containers)")
+	dryRun := fs.Bool("dry-run", false, "say what would be kept and dropped, change nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("usage: swiftctl pools repair [--config FILE] [--address SOCKET] [--state DIR] [--dry-run]: %w", errdefs.ErrInvalidArgument)
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	l := ledger.New(cfg.StateDir)
+	salvaged, problems := l.Salvage()
+	exist, err := containersOf(*address)
+	if err != nil {
+		return err
+	}
+	bundled, bproblems := bundleLeases(*state)
+	problems = append(problems, bproblems...)
+
+	kept := map[string]ledger.Lease{}
+	var out []string
+	for _, x := range salvaged {
+		if exist[x.Key()] {
+			kept[x.Key()] = x
+			out = append(out, fmt.Sprintf("kept %s (tenant %s)", x.Key(), x.Tenant))
+		} else {
+			out = append(out, fmt.Sprintf("dropped %s (tenant %s): containerd has no such container", x.Key(), x.Tenant))
+		}
+	}
+	for _, x := range bundled {
+		if _, ok := kept[x.Key()]; ok || !exist[x.Key()] {
+			continue
+		}
+		kept[x.Key()] = x
+		out = append(out, fmt.Sprintf("recovered %s (tenant %s) from its bundle", x.Key(), x.Tenant))
+	}
+	sort.Strings(out)
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "unreadable: %s\n", p)
+	}
+	for _, s := range out {
+		fmt.Fprintln(stdout, s)
+	}
+	changed := len(problems) > 0 || len(kept) != len(salvaged)
+	if !changed {
+		fmt.Fprintf(stdout, "%s is sound: %d lease(s), nothing to repair\n", l.Path, len(kept))
+		return nil
+	}
+	if *dryRun {
+		fmt.Fprintf(stdout, "would rebuild %s with %d lease(s)\n", l.Path, len(kept))
+		return nil
+	}
+	leases := make([]ledger.Lease, 0, len(kept))
+	for _, x := range kept {
+		leases = append(leases, x)
+	}
+	aside := fmt.Sprintf("%s.broken-%d", l.Path, time.Now().Unix())
+	if err := l.Rebuild(leases, aside); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt %s with %d lease(s); the old file is %s\n", l.Path, len(leases), aside)
+	return nil
+}
+
+// containersOf returns namespace/ID of every container containerd has.
+func containersOf(address string) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := containerd.New(address, containerd.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("ask containerd at %s which containers exist (--address): %v: %w", address, err, errdefs.ErrUnavailable)
+	}
+	defer c.Close()
+	nss, err := c.NamespaceService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("containerd at %s: list namespaces: %w", address, err)
+	}
+	exist := map[string]bool{}
+	for _, ns := range nss {
+		cs, err := c.ContainerService().List(namespaces.WithNamespace(ctx, ns))
+		if err != nil {
+			return nil, fmt.Errorf("containerd at %s: list containers of namespace %s: %w", address, ns, err)
+		}
+		for _, x := range cs {
+			exist[ns+"/"+x.ID] = true
+		}
+	}
+	return exist, nil
+}
+
+// bundleLeases reads the lease copies in the bundles under containerd's
+// state directory (io.containerd.runtime.v2.task/NS/ID/swift-lease.json).
+func bundleLeases(state string) (leases []ledger.Lease, problems []string) {
+	files, _ := filepath.Glob(filepath.Join(state, "io.containerd.runtime.v2.task", "*", "*", ledger.BundleFile))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		var x ledger.Lease
+		if err == nil {
+			err = json.Unmarshal(b, &x)
+		}
+		id, ns := filepath.Base(filepath.Dir(f)), filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if err == nil && (x.ID != id || x.Namespace != ns) {
+			err = fmt.Errorf("names %s, not %s/%s", x.Key(), ns, id)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", f, err))
+			continue
+		}
+		leases = append(leases, x)
+	}
+	return leases, problems
+}
