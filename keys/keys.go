@@ -201,7 +201,12 @@ func Write(path string, r Ring) error {
 // callers get the same ring.
 func LocalRing(dir, tenant string) (string, error) {
 	path := filepath.Join(dir, tenant+".keys")
-	if _, err := os.Stat(path); err == nil {
+	if _, err := os.Lstat(path); err == nil {
+		// checked on use: a ring that is not a regular 0400/0600 file
+		// of good keys is a clear error, not a silent zygote failure
+		if _, err := Read(path); err != nil {
+			return "", fmt.Errorf("node-local keyring of tenant %s: %w (remove it to make a new one)", tenant, err)
+		}
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

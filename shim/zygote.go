@@ -42,11 +42,37 @@ func TenantKeyring(cfg config.Config, t *policy.Tenant, tenant string) (path str
 	if path, found, err := keys.Provisioned(cfg.KeysDir, keyFile, tenant); err != nil || found {
 		return path, found, err
 	}
-	local, err := keys.LocalRing(filepath.Join(cfg.StateDir, "keys"), tenant)
+	dir := filepath.Join(cfg.StateDir, "keys")
+	if t == nil || t.Unlimited {
+		// no policy: tenant names are whatever containers claim; bound
+		// the node-local rings they make
+		if err := boundOpenRings(dir, tenant); err != nil {
+			return "", false, err
+		}
+	}
+	local, err := keys.LocalRing(dir, tenant)
 	if err != nil {
 		return "", false, fmt.Errorf("node-local key of tenant %s: %w", tenant, err)
 	}
 	return local, false, nil
+}
+
+// MaxOpenTenantKeys bounds the node-local keyrings made without a tenant
+// policy, where any claimed name is a tenant.
+const MaxOpenTenantKeys = 64
+
+// boundOpenRings refuses a new node-local ring once MaxOpenTenantKeys
+// exist (ResourceExhausted); an existing one is always used.
+func boundOpenRings(dir, tenant string) error {
+	if _, err := os.Lstat(filepath.Join(dir, tenant+".keys")); err == nil {
+		return nil
+	}
+	rings, _ := filepath.Glob(filepath.Join(dir, "*.keys"))
+	if len(rings) >= MaxOpenTenantKeys {
+		return fmt.Errorf("no tenant policy: %d tenants already have a node-local key in %s, the most without a policy; "+
+			"write a tenant policy, or remove the rings of tenants no longer used: %w", len(rings), dir, errdefs.ErrResourceExhausted)
+	}
+	return nil
 }
 
 // functionUIDs is the uid base functions run under: the node's, unless the

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +98,46 @@ func TestTenantKeyring(t *testing.T) {
 	missing := &policy.Tenant{Name: "t5", KeyFile: filepath.Join(other, "absent")}
 	if _, _, err := TenantKeyring(cfg, missing, "t5"); !errdefs.IsFailedPrecondition(err) {
 		t.Errorf("a policy key_file that does not exist: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestTenantKeyringLocal: a node-local ring is checked on use, and
+// without a policy (any claimed name is a tenant) at most
+// MaxOpenTenantKeys of them are made; a policy's tenants are not bounded.
+func TestTenantKeyringLocal(t *testing.T) {
+	cfg := config.Default()
+	cfg.KeysDir, cfg.StateDir = t.TempDir(), t.TempDir()
+	dir := filepath.Join(cfg.StateDir, "keys")
+	open := func(name string) *policy.Tenant { return &policy.Tenant{Name: name, Unlimited: true} }
+	for i := 0; i < MaxOpenTenantKeys; i++ {
+		if _, _, err := TenantKeyring(cfg, open(fmt.Sprint("t", i)), fmt.Sprint("t", i)); err != nil {
+			t.Fatalf("ring %d: %v", i, err)
+		}
+	}
+	_, _, err := TenantKeyring(cfg, open("one-more"), "one-more")
+	if !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "64 tenants already have a node-local key in "+dir) {
+		t.Errorf("ring 65 without a policy: %v, want ResourceExhausted", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "one-more.keys")); err == nil {
+		t.Error("the refused ring was made")
+	}
+	if p, _, err := TenantKeyring(cfg, open("t7"), "t7"); err != nil || p != filepath.Join(dir, "t7.keys") {
+		t.Errorf("an existing ring past the bound: %q, %v", p, err)
+	}
+	if _, _, err := TenantKeyring(cfg, &policy.Tenant{Name: "pol"}, "pol"); err != nil {
+		t.Errorf("a policy's tenant past the bound: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "t7.keys"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := TenantKeyring(cfg, open("t7"), "t7"); err == nil || !strings.Contains(err.Error(), "mode 0644") {
+		t.Errorf("a node-local ring others may read: %v, want an error naming the mode", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t8.keys"), []byte("local 00\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := TenantKeyring(cfg, open("t8"), "t8"); err == nil || !strings.Contains(err.Error(), "t8.keys") {
+		t.Errorf("a node-local ring that does not parse: %v, want an error naming it", err)
 	}
 }
 
