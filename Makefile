@@ -63,6 +63,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./policy
 	$(FUZZ) -fuzz '^FuzzParseSnapshot$$' -fuzztime $$((300000 * $(FUZZSCALE)))x ./verbs
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./keys
+	$(FUZZ) -fuzz '^FuzzCorruptLedger$$' -fuzztime $$((10000 * $(FUZZSCALE)))x ./ledger
 
 integration: deps build
 	$(GO) test -count=1 -v -timeout 20m ./test/integration

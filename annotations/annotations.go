@@ -40,9 +40,6 @@ const (
 // CRIContainerType is the CRI annotation that marks the sandbox (pause) container.
 const CRIContainerType = "io.kubernetes.cri.container-type"
 
-// MaxPool bounds swift.io/pool (QPs per peer).
-const MaxPool = 1024
-
 // Known lists every key this version understands, in documentation order.
 var Known = []string{RDMA, Tenant, Devices, Pool, Peers, Verbs, Zygote, ZygoteContainer, Name, Listen, RemoteAccess}
 
@@ -152,6 +149,14 @@ func Parse(annotations map[string]string) (Options, error) {
 		if err != nil {
 			return Options{}, err
 		}
+	}
+	// what swift-init would refuse (swift-limits.h), refused here
+	if len(o.Peers) > MaxPeers {
+		return Options{}, invalid(Peers, annotations[Peers], "%d peers; a zygote takes at most %d", len(o.Peers), MaxPeers)
+	}
+	if pool := max(o.Pool, 1); pool*len(o.Peers) > MaxQPs {
+		return Options{}, invalid(Pool, annotations[Pool], "%d QPs per peer × %d peers = %d QPs; a zygote's pool holds at most %d",
+			pool, len(o.Peers), pool*len(o.Peers), MaxQPs)
 	}
 	if o.RDMA != nil && !*o.RDMA {
 		for _, k := range keys {

@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"fmt"
 	"net"
 	"reflect"
 	"slices"
@@ -55,7 +56,7 @@ func TestParseValid(t *testing.T) {
 			Options{Devices: []string{"A-b_c.9", dev64}, Given: []string{Devices}}},
 		{"pool 1", map[string]string{Pool: "1"}, Options{Pool: 1, Given: []string{Pool}}},
 		{"pool 16", map[string]string{Pool: "16"}, Options{Pool: 16, Given: []string{Pool}}},
-		{"pool max", map[string]string{Pool: "1024"}, Options{Pool: MaxPool, Given: []string{Pool}}},
+		{"pool max", map[string]string{Pool: "256"}, Options{Pool: 256, Given: []string{Pool}}},
 		{"peers ipv4", map[string]string{Peers: "a=10.0.0.1:4791"},
 			Options{Peers: []Peer{{"a", "10.0.0.1", 4791}}, Given: []string{Peers}}},
 		{"peers host, ipv6, spaces, max port", map[string]string{Peers: "db-0=db-0.svc.example:1, b=[fe80::1]:65535"},
@@ -99,6 +100,37 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// TestParseZygoteLimits: what swift-init would refuse (swift-limits.h)
+// is refused at Parse, naming the annotation; the largest table passes.
+func TestParseZygoteLimits(t *testing.T) {
+	peers := func(n int) string {
+		var p []string
+		for i := 0; i < n; i++ {
+			p = append(p, fmt.Sprintf("p%d=10.0.0.%d:18515", i, i+1))
+		}
+		return strings.Join(p, ",")
+	}
+	if o, err := Parse(map[string]string{Pool: "8", Peers: peers(32)}); err != nil || o.Pool*len(o.Peers) != 256 {
+		t.Errorf("8 × 32 peers = 256 QPs: %+v, %v", o, err)
+	}
+	for _, tc := range []struct {
+		ann map[string]string
+		msg string
+	}{
+		{map[string]string{Peers: peers(33)}, `swift.io/peers="p0=10.0.0.1:18515,`},
+		{map[string]string{Pool: "9", Peers: peers(32)}, `annotation swift.io/pool="9": 9 QPs per peer × 32 peers = 288 QPs; a zygote's pool holds at most 256`},
+		{map[string]string{Pool: "256", Peers: peers(2)}, "256 QPs per peer × 2 peers = 512 QPs"},
+	} {
+		_, err := Parse(tc.ann)
+		if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("Parse(%d peers, pool %s) = %v, want InvalidArgument containing %q", strings.Count(tc.ann[Peers], "=")-0, tc.ann[Pool], err, tc.msg)
+		}
+	}
+	if _, err := Parse(map[string]string{Peers: peers(33)}); err == nil || !strings.Contains(err.Error(), "33 peers; a zygote takes at most 32") {
+		t.Errorf("33 peers: %v", err)
+	}
+}
+
 func TestParseInvalid(t *testing.T) {
 	tests := []struct {
 		key, value string
@@ -110,7 +142,7 @@ func TestParseInvalid(t *testing.T) {
 		{Devices, ""}, {Devices, ","}, {Devices, "rxe0,"}, {Devices, "rxe0,,rxe1"},
 		{Devices, "rxe0,rxe0"}, {Devices, "rxe0, rxe0 "}, {Devices, "rxe 0"}, {Devices, "a/b"},
 		{Devices, strings.Repeat("d", 65)},
-		{Pool, ""}, {Pool, "0"}, {Pool, "1025"}, {Pool, "-1"}, {Pool, "x"}, {Pool, "1.5"},
+		{Pool, ""}, {Pool, "0"}, {Pool, "257"}, {Pool, "-1"}, {Pool, "x"}, {Pool, "1.5"},
 		{Pool, " 1"}, {Pool, "99999999999999999999"},
 		{Peers, ""}, {Peers, "a"}, {Peers, "=h:1"}, {Peers, "A=h:1"}, {Peers, "a=h"},
 		{Peers, "a=h:0"}, {Peers, "a=h:65536"}, {Peers, "a=h:x"}, {Peers, "a=h:-1"},

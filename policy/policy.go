@@ -34,7 +34,7 @@ const (
 )
 
 // MaxQPs bounds the qps keys (a container cannot ask for more than
-// swift.io/pool 1024 × peers anyway; this only catches typos).
+// swift.io/pool × peers = annotations.MaxQPs anyway; this only catches typos).
 const MaxQPs = 1 << 24
 
 // Policy is a validated tenant policy.
@@ -345,6 +345,9 @@ func (v *validator) tenant(name string, r rawTenant) *Tenant {
 				continue
 			}
 			t.Peers = append(t.Peers, pr)
+		}
+		if nets, _ := t.PeerNetworks(); len(nets) > annotations.MaxPeers {
+			v.add(base+".peers", fmt.Sprintf("%d networks; a zygote takes exchange connections from at most %d", len(nets), annotations.MaxPeers))
 		}
 	}
 	if r.Seccomp != nil {

@@ -30,13 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "swift-limits.h"
 #include "proto.h"
 #include "sha256.h"
 #include "swift.h"
 
-#define SWIFT_MAX_PEERS 32
-#define SWIFT_MAX_QPS 256
-#define SWIFT_NAME_MAX 64
 #define SWIFT_X_MAX 64          /* QPs per exchange */
 #define SWIFT_MAX_CHILDREN 128  /* functions (and their leftovers) at once */
 #define SWIFT_MAX_CONNS 256     /* control and exchange connections */

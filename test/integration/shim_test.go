@@ -171,6 +171,9 @@ func TestBadInputRefused(t *testing.T) {
 		{"unknown-key", good, map[string]string{"swift.io/rdma": "true", "swift.io/qps": "4"}, []string{"swift.io/qps", "unknown key"}},
 		{"rdma-not-bool", good, map[string]string{"swift.io/rdma": "yes"}, []string{"swift.io/rdma", "true or false"}},
 		{"pool-zero", good, map[string]string{"swift.io/rdma": "true", "swift.io/pool": "0"}, []string{"swift.io/pool"}},
+		// what swift-init would refuse with exit 125 later is refused at Create
+		{"pool-times-peers", good, map[string]string{"swift.io/rdma": "true", "swift.io/zygote": "true", "swift.io/pool": "200",
+			"swift.io/peers": "a=10.0.0.1:18515,b=10.0.0.2:18515"}, []string{`swift.io/pool="200"`, "200 QPs per peer × 2 peers = 400 QPs", "at most 256"}},
 		{"device-absent", good, map[string]string{"swift.io/rdma": "true", "swift.io/devices": "mlx5_9"}, []string{"swift.io/devices", "mlx5_9", "not present"}},
 		{"peers-bad", good, map[string]string{"swift.io/rdma": "true", "swift.io/peers": "a=10.0.0.1"}, []string{"swift.io/peers"}},
 		{"verbs-bad", good, map[string]string{"swift.io/rdma": "true", "swift.io/verbs": "fast"}, []string{"swift.io/verbs"}},
