@@ -48,9 +48,10 @@ deps:
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
 
 unit: lint
-	$(GO) test -count=1 $(UNIT_PKGS)
+	$(GO) test -count=1 -tags e2e $(UNIT_PKGS)
 	$(MAKE) -s -C zygote test OUT=$(BIN)
 	$(MAKE) -s -C preload test OUT=$(BIN)
 
@@ -63,19 +64,19 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./policy
 	$(FUZZ) -fuzz '^FuzzParseSnapshot$$' -fuzztime $$((300000 * $(FUZZSCALE)))x ./verbs
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./keys
-	$(FUZZ) -fuzz '^FuzzCorruptLedger$$' -fuzztime $$((10000 * $(FUZZSCALE)))x ./ledger
+	$(FUZZ) -fuzz '^FuzzCorruptLedger$$' -fuzztime $$((2000 * $(FUZZSCALE)))x ./ledger
 
 integration: deps build
-	$(GO) test -count=1 -v -timeout 20m ./test/integration
+	$(GO) test -count=1 -tags e2e -v -timeout 20m ./test/integration
 
 # CRI: crictl runp/create/exec through the swift runtime entry.
 cri: deps build
-	$(GO) test -count=1 ./test/harness
-	$(GO) test -count=1 -v -timeout 10m ./test/cri
+	$(GO) test -count=1 -tags e2e ./test/harness
+	$(GO) test -count=1 -tags e2e -v -timeout 10m ./test/cri
 
 # Support matrix: the integration and CRI suites against containerd 1.7.
 matrix: deps build
-	SWIFT_CONTAINERD_BIN=$(CACHE)/containerd-$(CONTAINERD17_VERSION:v%=%) $(GO) test -count=1 -v -timeout 20m ./test/integration ./test/cri
+	SWIFT_CONTAINERD_BIN=$(CACHE)/containerd-$(CONTAINERD17_VERSION:v%=%) $(GO) test -count=1 -tags e2e -v -timeout 20m ./test/integration ./test/cri
 
 include test/vm/vm.mk
 
@@ -86,9 +87,9 @@ test: deps build unit fuzz integration cri matrix test-vm
 # guests; all figures go to out/bench.json.
 bench: deps build
 	@mkdir -p $(OUT)
-	$(BIN)/swiftctl bench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
+	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
 	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
-		$(GO) test -count=1 -v -timeout 30m -run TestVM ./test/vm
+		$(GO) test -count=1 -tags e2e -v -timeout 30m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json
 
 # The demo: boots the rxe VM, runs containerd with the Swift runtime, starts
@@ -98,7 +99,7 @@ demo: deps build
 	@mkdir -p $(OUT)
 	@echo "demo: booting the soft-RoCE VM (about 2-4 minutes under emulation; full log in out/demo.log)"
 	@set -o pipefail; SWIFT_VM_SCENARIOS=demo SWIFT_VM_CACHE=$(VM_CACHE) \
-		$(GO) test -count=1 -v -timeout 30m -run TestVM ./test/vm 2>&1 | tee $(OUT)/demo.log | \
+		$(GO) test -count=1 -tags e2e -v -timeout 30m -run TestVM ./test/vm 2>&1 | tee $(OUT)/demo.log | \
 		grep -v -E '^\s+vm_test.go|^=== |^--- |^PASS|^ok ' || { echo "demo FAILED; tail of out/demo.log:"; tail -n 40 $(OUT)/demo.log; exit 1; }
 
 clean:

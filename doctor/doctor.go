@@ -14,7 +14,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/policy"
-	"github.com/swift-rdma/swift-containerd/shim"
+	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
 	"golang.org/x/sys/unix"
 )
@@ -78,7 +78,7 @@ func DefaultNode() Node {
 		Containerd:    "containerd",
 		Runc:          "runc",
 		RDMASystem:    QueryRDMASystem,
-		Memlock:       shim.MemlockLimits,
+		Memlock:       rdma.MemlockLimits,
 		Version:       runVersion,
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 )
 
 // Defaults of Options.
@@ -599,39 +601,10 @@ func equal(a, b []string) bool {
 	return true
 }
 
-// writeAtomic replaces path with data: a temporary file in the same
-// directory, fsynced, then renamed over path.
+// writeAtomic replaces path with data (atomicfile), mode 0644 when mode is 0.
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if mode == 0 {
 		mode = 0o644
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".swiftctl-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 )
 
 // KeyLen is the length of every key, in bytes.
@@ -165,35 +167,7 @@ func Read(path string) (Ring, error) {
 
 // Write writes r to path atomically with mode Mode, synced to disk.
 func Write(path string, r Ring) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(Mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(r.Format()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, r.Format(), Mode)
 }
 
 // LocalRing returns the path of tenant's node-local ring under dir,

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 )
 
 // Cache layout under the node's state directory:
@@ -258,12 +260,10 @@ func writeManifest(dir string, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+ManifestFile+".tmp")
-	os.Remove(tmp)
-	if err := writeFileSync(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("verbs cache: write %s: %w", ManifestFile, err)
+	if err := atomicfile.Write(filepath.Join(dir, ManifestFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("verbs cache: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, ManifestFile))
+	return nil
 }
 
 // UpdateManifest rewrites dir's manifest (for example with the cached
@@ -284,15 +284,10 @@ func SetCurrent(stateDir, dir string) error {
 	if filepath.Dir(dir) != filepath.Clean(root) {
 		return fmt.Errorf("verbs cache: %s is not under %s: %w", dir, root, errdefs.ErrInvalidArgument)
 	}
-	tmp := filepath.Join(root, "."+CurrentFile+".tmp")
-	os.Remove(tmp)
-	if err := writeFileSync(tmp, []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(root, CurrentFile), []byte(filepath.Base(dir)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("verbs cache: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(root, CurrentFile)); err != nil {
-		return fmt.Errorf("verbs cache: %w", err)
-	}
-	return syncDir(root)
+	return nil
 }
 
 // State is a cache's verdict.

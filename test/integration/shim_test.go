@@ -1,3 +1,5 @@
+//go:build e2e
+
 package integration
 
 import (
@@ -11,7 +13,6 @@ import (
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
-	swiftshim "github.com/swift-rdma/swift-containerd/shim"
 )
 
 // fakeNode makes a fake RDMA tree with rxe0 (231:192), rxe1 (231:193) and
@@ -39,7 +40,7 @@ func TestExitStatusPropagates(t *testing.T) {
 
 func TestMemlockInjected(t *testing.T) {
 	// The default (unlimited) needs CAP_SYS_RESOURCE or a hard limit that allows it.
-	hard, canRaise := swiftshim.MemlockLimits()
+	hard, canRaise := rdma.MemlockLimits()
 	_, nodeCfg := fakeNode(t, "")
 	opts := runtimeConfig(t, nodeCfg)
 	so, se, code := ctrRun(t, runSpec{id: "memlock-unlimited", runtime: swiftRuntime, optsFile: opts,

@@ -19,4 +19,4 @@ vm-deps:
 	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_MK_DIR)/guest/build.sh
 
 test-vm: build
-	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_GO) test -count=1 -v -timeout $(VM_TEST_TIMEOUT) ./test/vm
+	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_GO) test -count=1 -tags e2e -v -timeout $(VM_TEST_TIMEOUT) ./test/vm

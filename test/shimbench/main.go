@@ -1,3 +1,6 @@
+// Command shimbench measures the Swift shim's container start against
+// runc's: `ctr run --rm` of the same container through runc.v2 and swift.v2
+// (RDMA off) on a containerd of its own, for `make bench`.
 package main
 
 import (
@@ -6,18 +9,29 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
-// cmdBench measures `ctr run --rm` of the same container through runc.v2
-// and swift.v2 (RDMA off), paired run by run in one process, and merges the
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := bench(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "shimbench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench measures `ctr run --rm` of the same container through runc.v2 and
+// swift.v2 (RDMA off), paired run by run in one process, and merges the
 // medians into the bench JSON file.
-func cmdBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+func bench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("shimbench", flag.ContinueOnError)
 	runs := fs.Int("runs", 10, "paired runs (at least 10 for the report)")
 	out := fs.String("out", "out/bench.json", "bench JSON file (merged, not replaced)")
 	if err := fs.Parse(args); err != nil {
