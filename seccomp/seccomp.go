@@ -63,7 +63,11 @@ func Apply(s *specs.Spec, l Level) error {
 }
 
 // Deny makes every syscall in names fail with EPERM under s's seccomp
-// profile, starting from containerd's default profile when s has none.
+// profile. A spec without a profile (an Unconfined pod, a privileged
+// container, ctr run without --seccomp) stays unconfined but for these:
+// it gets a profile that allows every other syscall (containerd's
+// architectures, so 32-bit calls are filtered too), never containerd's
+// default profile, which would deny what the pod did not ask to lose.
 // For each name:
 //   - an unconditional rule that already denies it (errno, kill, trap) is
 //     kept and nothing is added;
@@ -83,7 +87,7 @@ func Deny(s *specs.Spec, names []string) error {
 		s.Linux = &specs.Linux{}
 	}
 	if s.Linux.Seccomp == nil {
-		s.Linux.Seccomp = defaultProfile(s)
+		s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: defaultProfile(s).Architectures}
 	}
 	p := s.Linux.Seccomp
 	var add []string
@@ -105,7 +109,8 @@ func Deny(s *specs.Spec, names []string) error {
 	return nil
 }
 
-// defaultProfile is containerd's default profile for s (which depends on
+// defaultProfile is containerd's default profile for s (its
+// architectures are those of this platform; the rest depends on
 // its bounding capabilities; none when s has no process or capabilities).
 func defaultProfile(s *specs.Spec) *specs.LinuxSeccomp {
 	if s.Process != nil && s.Process.Capabilities != nil {
