@@ -1,11 +1,15 @@
 package ledger
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -18,6 +22,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -272,10 +277,22 @@ func (l *Ledger) lock(exclusive bool) (*os.File, time.Time, error) {
 }
 
 // open locks the ledger and opens the database; release with the returned func.
-func (l *Ledger) open(readOnly bool) (*bolt.DB, func(), error) {
+//
+// bbolt opens the file only once check trusts it.
+func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(), retErr error) {
 	lf, deadline, err := l.lock(!readOnly)
 	if err != nil {
 		return nil, nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			lf.Close()
+		}
+	}()
+	if _, err := os.Stat(l.Path); err == nil {
+		if err := l.check(); err != nil {
+			return nil, nil, err
+		}
 	}
 	remaining := time.Until(deadline)
 	if remaining < 100*time.Millisecond {
@@ -283,13 +300,161 @@ func (l *Ledger) open(readOnly bool) (*bolt.DB, func(), error) {
 	}
 	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{Timeout: remaining, ReadOnly: readOnly})
 	if err != nil {
-		lf.Close()
 		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 			return nil, nil, l.corrupt(err)
 		}
 		return nil, nil, fmt.Errorf("ledger %s: open: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
-	return db, func() { db.Close(); lf.Close() }, nil
+	return db, func() {
+		defer lf.Close()
+		if db.Close() == nil && !readOnly {
+			// what this writer left is the trusted state
+			if data, err := os.ReadFile(l.Path); err == nil {
+				_ = l.writeSum(data)
+			}
+		}
+	}, nil
+}
+
+// SumFile is the checksum of the ledger as its last writer left it, or
+// as the last check found it sound (state_dir/ledger.db.sum).
+const SumFile = FileName + ".sum"
+
+// checkArg and salvageArg make a binary that calls RunCheckIfAsked check
+// a ledger file, or print what it can read of one.
+const (
+	checkArg   = "__swift-ledger-check"
+	salvageArg = "__swift-ledger-salvage"
+)
+
+// checkTimeout bounds a check (a corrupt tree can make bbolt loop).
+const checkTimeout = 10 * time.Second
+
+// RunCheckIfAsked is called first in main by every binary that opens the
+// ledger (and by this package's TestMain): run as "BINARY
+// __swift-ledger-check FILE", it works FILE as the ledger's operations do
+// and exits 0 when they all succeed, else non-zero (or it crashes).
+func RunCheckIfAsked() {
+	if len(os.Args) != 3 || (os.Args[1] != checkArg && os.Args[1] != salvageArg) {
+		return
+	}
+	run := workCopy
+	if os.Args[1] == salvageArg {
+		run = salvage
+	}
+	defer func() {
+		if r := recover(); r != nil { // a fatal error cannot be caught: its exit status says it
+			fmt.Fprintf(os.Stderr, "bbolt: %v\n", r)
+			os.Exit(3)
+		}
+	}()
+	if err := run(os.Args[2]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	os.Exit(0)
+}
+
+// check makes sure bbolt may open the ledger (the caller holds the lock).
+// bbolt trusts the file: on a corrupt one it can panic, fault on the
+// mapping, loop, or write bad pointers into the Go heap, which no recover
+// survives. So a file is opened only when it is the one its last writer
+// left (its checksum is the sum file's), or when a separate process (this
+// binary, RunCheckIfAsked) worked a copy of it without failing; then the
+// sum file is brought up to date. Anything else is a corrupt error.
+func (l *Ledger) check() error {
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	if old, err := os.ReadFile(l.Path + ".sum"); err == nil && strings.TrimSpace(string(old)) == want {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+".check-*")
+	if err != nil {
+		return fmt.Errorf("ledger %s: check: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("ledger %s: check: %v: %w", l.Path, werr, errdefs.ErrFailedPrecondition)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("ledger %s: check: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, self, checkArg, tmp)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		why, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
+		why = strings.TrimPrefix(why, "bbolt: ")
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("a check did not end within %v", checkTimeout)
+		}
+		if why == "" {
+			why = err.Error()
+		}
+		return l.corrupt(why)
+	}
+	return l.writeSum(data)
+}
+
+// writeSum records data's checksum as the ledger's.
+func (l *Ledger) writeSum(data []byte) error {
+	sum := sha256.Sum256(data)
+	if err := atomicfile.Write(l.Path+".sum", []byte(hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		return fmt.Errorf("ledger %s: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// workCopy opens path (a copy) and works it as the ledger's operations
+// do: bbolt loads its freelist, every lease is read and decoded, every one
+// is written back, and a probe key is put and deleted (page allocation,
+// rebalancing, the freelist written).
+func workCopy(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		type kv struct{ k, v []byte }
+		var all []kv
+		err = b.ForEach(func(k, v []byte) error {
+			if _, err := decode(k, v); err != nil {
+				return err
+			}
+			all = append(all, kv{append([]byte(nil), k...), append([]byte(nil), v...)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, x := range all {
+			if err := b.Put(x.k, x.v); err != nil {
+				return err
+			}
+		}
+		probe := []byte("\x00swift-ledger-check")
+		if err := b.Put(probe, []byte("{}")); err != nil {
+			return err
+		}
+		return b.Delete(probe)
+	})
 }
 
 // corrupt is the error of a ledger that cannot be read: DataLoss, with
@@ -529,41 +694,96 @@ const BundleFile = "swift-lease.json"
 
 // Salvage reads every lease it can from a ledger that may be corrupt:
 // those that decode, up to the first bad page. problems says what could
-// not be read (none: the ledger is sound).
+// not be read (none: the ledger is sound). The reading is done by a
+// separate process (RunCheckIfAsked) on a copy, which may crash.
 func (l *Ledger) Salvage() (leases []Lease, problems []string) {
-	if _, err := os.Stat(l.Path); errors.Is(err, os.ErrNotExist) {
+	data, err := os.ReadFile(l.Path)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	err := l.safely(func() error {
-		db, done, err := l.open(true)
-		if err != nil {
-			return err
-		}
-		defer done()
-		return db.View(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucket)
-			if b == nil {
-				return nil
-			}
-			return b.ForEach(func(k, v []byte) error {
-				x, err := decode(k, v)
-				if err != nil {
-					problems = append(problems, err.Error())
-					return nil
-				}
-				if x.Key() != string(k) {
-					problems = append(problems, fmt.Sprintf("lease %q is filed under %q", x.Key(), k))
-					return nil
-				}
-				leases = append(leases, x)
-				return nil
-			})
-		})
-	})
 	if err != nil {
-		problems = append(problems, err.Error())
+		return nil, []string{err.Error()}
+	}
+	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+".salvage-*")
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, []string{werr.Error()}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	cmd := exec.CommandContext(ctx, self, salvageArg, tmp)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var x Lease
+		if err := json.Unmarshal([]byte(line), &x); err != nil {
+			problems = append(problems, fmt.Sprintf("salvaged record %q: %v", line, err))
+			continue
+		}
+		leases = append(leases, x)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if line == "" || strings.HasPrefix(line, "goroutine ") || strings.HasPrefix(line, "\t") {
+			break // a crash's stack follows
+		}
+		if len(problems) < 20 {
+			problems = append(problems, line)
+		}
+	}
+	if runErr != nil {
+		why := runErr.Error()
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("reading did not end within %v", checkTimeout)
+		}
+		problems = append(problems, fmt.Sprintf("ledger %s is corrupt: reading it stopped (%s); %d lease(s) read before", l.Path, why, len(leases)))
 	}
 	return leases, problems
+}
+
+// salvage prints, one JSON line each, the leases of the ledger copy at
+// path that decode and are filed under their own key, up to where bbolt
+// fails; what it cannot read goes to stderr.
+func salvage(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			x, err := decode(k, v)
+			if err == nil && x.Key() != string(k) {
+				err = fmt.Errorf("lease %q is filed under %q", x.Key(), k)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return nil
+			}
+			line, _ := json.Marshal(x)
+			_, err = fmt.Fprintf(os.Stdout, "%s\n", line)
+			return err
+		})
+	})
 }
 
 // Rebuild replaces the ledger with one that holds exactly leases, under
@@ -601,5 +821,12 @@ func (l *Ledger) Rebuild(leases []Lease, aside string) error {
 	if err != nil {
 		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
 	}
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
+	}
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
+	}
+	return l.writeSum(data)
 }

@@ -7,9 +7,11 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/shim"
 
+	"github.com/swift-rdma/swift-containerd/ledger"
 	swiftshim "github.com/swift-rdma/swift-containerd/shim"
 )
 
 func main() {
+	ledger.RunCheckIfAsked() // a ledger check in a process of its own
 	shim.Run(context.Background(), swiftshim.NewManager())
 }

@@ -1,11 +1,12 @@
 // Command swiftctl is the operator CLI of the Swift runtime: node checks,
 // config and tenant policy validation, the lease ledger (pools),
-// containerd installation and benchmarks.
+// and containerd installation.
 package main
 
 import (
 	"context"
 	"fmt"
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"os"
 )
 
@@ -24,7 +25,6 @@ commands:
                         a tenant keyring for the zygotes of every node (show prints fingerprints only)
   devices               list the node's RDMA devices and their uverbs nodes
   cache build|check|show  profile libibverbs and build, check (exit 1 unless valid) or show the node's verbs cache
-  bench                 run the benchmarks and write out/bench.json
   install containerd    add the swift runtime to containerd's config (a drop-in; --dry-run shows the diff)
   uninstall containerd  remove what install containerd added
   doctor [--json]       check this node: RDMA, limits, cgroups, node config, containerd, runc
@@ -36,6 +36,7 @@ commands:
 var Version = "dev"
 
 func main() {
+	ledger.RunCheckIfAsked() // a ledger check in a process of its own
 	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
@@ -55,8 +56,6 @@ func main() {
 		err = cmdKeys(os.Stdout, os.Args[2:])
 	case "cache":
 		err = cmdCache(ctx, os.Stdout, os.Args[2:])
-	case "bench":
-		err = cmdBench(ctx, os.Args[2:])
 	case "install":
 		err = cmdInstall(os.Args[2:])
 	case "uninstall":
