@@ -144,6 +144,10 @@ type PoolConfig struct {
 	// FunctionUIDBase: functions run as uid and gid base+slot (0: as the
 	// container's user).
 	FunctionUIDBase uint32
+	// QPLimit is the most QPs the zygote holds at once (pool rows, rows
+	// held for peers, rows on demand, its functions' own QPs): the QP
+	// charge of a tenant with container.qps; 0: no limit.
+	QPLimit uint64
 }
 
 // NewPoolConfig derives the pool description from a container's options;
@@ -186,6 +190,9 @@ func (pc PoolConfig) Render() []byte {
 	}
 	if pc.FunctionUIDBase != 0 {
 		fmt.Fprintf(&b, "function_uids %d\n", pc.FunctionUIDBase)
+	}
+	if pc.QPLimit != 0 {
+		fmt.Fprintf(&b, "qp_limit %d\n", pc.QPLimit)
 	}
 	if pc.AcceptOnly {
 		if len(pc.Accept) == 0 {

@@ -33,6 +33,12 @@ const (
 	SeccompBaseline = "baseline"
 )
 
+// ObjectsPerQP is what one QP of a zygote costs in verbs objects (the
+// rdma cgroup's hca_object): a pool row's PD, MR, CQ and QP, or a
+// function's own QP with its CQ (and its context's PD and MR). With a QP
+// quota, a container's hca_object limit is its QP charge times this.
+const ObjectsPerQP = 4
+
 // MaxQPs bounds the qps keys (a container cannot ask for more than
 // swift.io/pool × peers = annotations.MaxQPs anyway; this only catches typos).
 const MaxQPs = 1 << 24

@@ -186,9 +186,12 @@ type Decision struct {
 	// present on the node when the annotation names none; nil means every
 	// device of the node.
 	Devices []string
-	// QPs charged to the tenant: swift.io/pool × the number of peers for a
-	// zygote with peers, else the tenant's per-container qps.
+	// QPs charged to the tenant: the tenant's per-container qps when it
+	// sets one (the zygote's QPLimit then: what it may really hold), else
+	// swift.io/pool × the number of peers for a zygote with peers.
 	QPs uint64
+	// QPLimit is the zygote's limit on the QPs it holds (0: none).
+	QPLimit uint64
 }
 
 // Admit checks a container's request against the tenant: devices, peers,
@@ -249,6 +252,14 @@ func (t *Tenant) Admit(o annotations.Options, present []string) (Decision, error
 		if t.Container.QPs > 0 && d.QPs > t.Container.QPs {
 			return d, fmt.Errorf("annotations %s × %s: %d × %d peers = %d QPs is above tenant %q's per-container limit %s = %d: %w",
 				annotations.Pool, annotations.Peers, pool, len(o.Peers), d.QPs, t.Name, t.Key("container.qps"), t.Container.QPs, errdefs.ErrInvalidArgument)
+		}
+	}
+	if t.Container.QPs > 0 {
+		// the charge is what the container may really hold: its zygote
+		// (on-demand rows, rows held for peers, own QPs) stops there
+		d.QPs = t.Container.QPs
+		if zygote {
+			d.QPLimit = t.Container.QPs
 		}
 	}
 	return d, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
@@ -88,7 +89,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		return nil, err
 	}
 	opts = ten.opts
-	hard, canRaise := MemlockLimits()
+	hard, canRaise := rdma.MemlockLimits()
 	in := inject.Node{
 		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
@@ -96,7 +97,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	}
 	var poolConf []byte
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
-		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, spec); err != nil {
+		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
 			return nil, err
 		}
 	}
@@ -187,9 +188,8 @@ func validateSpec(s *specs.Spec) error {
 	return nil
 }
 
-// writeSpecAtomic replaces path with s: a temporary file in the same
-// directory, same mode, fsynced, renamed over path, directory fsynced.
-func writeSpecAtomic(path string, s *specs.Spec) (retErr error) {
+// writeSpecAtomic replaces path with s, keeping its mode (atomicfile).
+func writeSpecAtomic(path string, s *specs.Spec) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("stat spec: %w", err)
@@ -198,37 +198,5 @@ func writeSpecAtomic(path string, s *specs.Spec) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+SpecFile+".swift-*")
-	if err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	defer func() {
-		if retErr != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write spec: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		defer d.Close()
-		if err := d.Sync(); err != nil {
-			return fmt.Errorf("sync bundle dir: %w", err)
-		}
-	}
-	return nil
+	return atomicfile.Write(path, data, fi.Mode().Perm())
 }

@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 
@@ -30,6 +31,7 @@ type tenancy struct {
 	seccomp *inject.Seccomp
 	devices []string // the device names injected
 	charge  ledger.Amounts
+	qpLimit uint64 // the zygote's QP limit (0: none)
 }
 
 // decideTenancy loads the policy (fail closed: a malformed one is an
@@ -57,13 +59,18 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 	if t.Container.HCAHandle != 0 {
 		lim.HCAHandle = t.Container.HCAHandle
 	}
-	if t.Container.HCAObject != 0 {
+	switch {
+	case t.Container.HCAObject != 0:
 		lim.HCAObject = t.Container.HCAObject
+	case t.Container.QPs != 0:
+		// a QP quota bounds verbs objects too, for QPs made outside the
+		// zygote's count: the charge times what a QP costs
+		lim.HCAObject = uint32(min(t.Container.QPs*policy.ObjectsPerQP, math.MaxUint32))
 	}
 	if t.Container.Memlock != 0 && t.Container.Memlock < lim.Memlock {
 		lim.Memlock, lim.MemlockKey, lim.MemlockText = t.Container.Memlock, t.Key("container.memlock"), ""
 	}
-	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices}
+	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices, qpLimit: d.QPLimit}
 	if len(ten.devices) == 0 {
 		ten.devices = inv.Names()
 	}

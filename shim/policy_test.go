@@ -19,7 +19,6 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
-	"github.com/swift-rdma/swift-containerd/seccomp"
 )
 
 const testPolicy = `local_tenant = "ops"
@@ -63,6 +62,13 @@ devices = ["mlx5_0"]
 [tenants.wide]
 namespaces = ["team-*"]
 seccomp = "none"
+
+[tenants.quota]
+local = true
+seccomp = "none"
+devices = ["rxe0"]
+[tenants.quota.container]
+qps = 6
 `
 
 // policyConfig writes the policy and a node config using it (body "":
@@ -173,9 +179,11 @@ func TestEditBundlePolicy(t *testing.T) {
 		{"local default tenant: every device, config memlock, baseline seccomp", map[string]string{annotations.RDMA: "true"},
 			func(ann map[string]string) *specs.Spec {
 				w := wantInjected(ann, "rxe0,rxe1", false)
-				if err := seccomp.Apply(w, seccomp.Baseline); err != nil {
-					panic(err)
-				}
+				// the spec had no profile: unconfined but for the baseline
+				w.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow,
+					Architectures: []specs.Arch{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"},
+					Syscalls: []specs.LinuxSyscall{{Names: []string{"kcmp", "perf_event_open", "pidfd_getfd", "process_madvise",
+						"process_vm_readv", "process_vm_writev", "ptrace"}, Action: specs.ActErrno, ErrnoRet: ptr(uint(1))}}}
 				return jsonRoundTrip(w)
 			}, "ops", ledger.Amounts{Containers: 1, Memlock: 4 << 20}},
 		{"tenant memlock above the config's: the config's stays", map[string]string{annotations.RDMA: "true", annotations.Tenant: "big"},
@@ -238,7 +246,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n",
-		"\naccept 10.0.0.0/8\n"} {
+		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)
 		}
@@ -253,8 +261,9 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	if key != filepath.Join(state, "keys", "a.keys") {
 		t.Errorf("tenant key mounted from %q, want tenant a's node-local ring", key)
 	}
-	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 4 || ls[0].Tenant != "a" {
-		t.Errorf("leases %+v, want one of tenant a with 4 QPs", ls)
+	// tenant a's container.qps (8) is the charge and the zygote's limit
+	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 8 || ls[0].Tenant != "a" {
+		t.Errorf("leases %+v, want one of tenant a with 8 QPs", ls)
 	}
 }
 
@@ -375,6 +384,27 @@ func TestEditBundleBadPolicy(t *testing.T) {
 			}
 			assertUnchanged(t, bundle, orig)
 		})
+	}
+}
+
+// TestEditBundleQPQuotaObjects: a tenant with a QP limit and no
+// hca_object of its own gets hca_object = qps × 4 (policy.ObjectsPerQP)
+// on its devices, and is charged that.
+func TestEditBundleQPQuotaObjects(t *testing.T) {
+	n := newFakeNode(t, true) // with an rdma cgroup
+	cfg, state, _ := n.policyConfig(t, testPolicy)
+	ann := map[string]string{annotations.RDMA: "true", annotations.Tenant: "quota"}
+	bundle, _ := writeBundle(t, testSpec(ann))
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readBundle(t, bundle)
+	want := map[string]specs.LinuxRdma{"rxe0": {HcaObjects: ptr(uint32(24))}}
+	if !reflect.DeepEqual(got.Linux.Resources.Rdma, want) {
+		t.Errorf("rdma limits %+v, want rxe0 hca_object 24", got.Linux.Resources.Rdma)
+	}
+	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge != (ledger.Amounts{Containers: 1, QPs: 6, HCAObject: 24, Memlock: 4 << 20}) {
+		t.Errorf("leases %+v, want a charge of 6 QPs and 24 objects", ls)
 	}
 }
 

@@ -101,7 +101,7 @@ func functionUIDs(s *specs.Spec, base uint32) uint32 {
 // write at its ConfPath (in the bundle) once the spec edit has succeeded.
 // The zygote takes exchange connections only from the tenant's peer
 // networks when t restricts peers.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, s *specs.Spec) (*inject.Zygote, []byte, error) {
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*inject.Zygote, []byte, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -109,6 +109,7 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)
 	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
+	pc.QPLimit = qpLimit
 	key, _, err := TenantKeyring(cfg, t, pc.Tenant)
 	if err != nil {
 		return nil, nil, err

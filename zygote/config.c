@@ -157,6 +157,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
 		else if (!strcmp(k, "new_dest"))
 			bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
+		else if (!strcmp(k, "qp_limit"))
+			bad = number(v, 1, 1 << 24, &n) || ((c->qp_limit = (int)n), 0);
 		else if (!strcmp(k, "remote_access"))
 			bad = number(v, 0, 1, &n) || ((c->remote_access = (int)n), 0);
 		else if (!strcmp(k, "function_uids"))
@@ -203,6 +205,11 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 	fclose(f);
 	if (c->pool * c->npeers > SWIFT_MAX_QPS) {
 		snprintf(err, errlen, "%s: pool %d x %d peers exceeds %d QPs", path, c->pool, c->npeers, SWIFT_MAX_QPS);
+		return -1;
+	}
+	if (c->qp_limit && c->pool * c->npeers > c->qp_limit) {
+		snprintf(err, errlen, "%s: pool %d x %d peers exceeds the container's QP limit %d", path, c->pool, c->npeers,
+			 c->qp_limit);
 		return -1;
 	}
 	return 0;

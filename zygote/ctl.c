@@ -191,6 +191,9 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 			return refuse(p, EINVAL, "at most %d QPs of its own per function", SWIFT_X_MAX);
 		if (!v->allow_new_dest)
 			return refuse(p, EBUSY, "a function needs QPs of its own, and connecting on demand is not allowed");
+		if (v->qp_room >= 0 && want > v->qp_room)
+			return refuse(p, EDQUOT, "%d QPs of its own asked, %d left under the container's QP limit", want,
+				      v->qp_room);
 		p->own = want;
 		return;
 	}
@@ -202,6 +205,9 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 		if (!v->allow_new_dest)
 			return refuse(p, EBUSY, "no free QP to %s and connecting on demand is not allowed",
 				      v->names[p->peer]);
+		if (v->qp_room >= 0 && missing > v->qp_room)
+			return refuse(p, EDQUOT, "%d QPs on demand to %s asked, %d left under the container's QP limit",
+				      missing, v->names[p->peer], v->qp_room);
 		p->newdest = missing;
 		p->take = want - missing;
 		return;

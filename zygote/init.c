@@ -324,6 +324,10 @@ static void release(struct zygote *z, int slot)
 			zlog(z, "function pid %d left %d System V IPC object(s); removed", (int)c->pid, n);
 	}
 	c->nrows = 0;
+	z->dev.own_qps -= c->own;
+	if (z->dev.own_qps < 0)
+		z->dev.own_qps = 0;
+	c->own = 0;
 	c->state = CH_FREE;
 	c->pid = 0;
 	while (z->child_hwm > 0 && z->children[z->child_hwm - 1].state == CH_FREE)

@@ -133,6 +133,7 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 		       (size_t)page;
 	d->remote_access = c->remote_access;
 	d->max_rows = SWIFT_MAX_QPS;
+	d->qp_limit = c->qp_limit;
 	d->shm.current_row = -1;
 	return 0;
 
@@ -360,6 +361,11 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 	int row, nbefore, access, e;
 	uint32_t gen;
 
+	if (d->qp_limit && swift_qps_in_use(d) >= d->qp_limit) {
+		snprintf(err, errlen, "the container's QP limit (%d, its tenant's charge) is reached", d->qp_limit);
+		errno = EDQUOT;
+		return -1;
+	}
 	for (row = 0; row < d->max_rows; row++)
 		if (d->rows[row].state == ROW_EMPTY)
 			break;
@@ -526,6 +532,16 @@ void swift_row_destroy(struct swift_dev *d, int row)
 	r->owner = -1;
 	while (d->row_hwm > 0 && d->rows[d->row_hwm - 1].state == ROW_EMPTY)
 		d->row_hwm--;
+}
+
+int swift_qps_in_use(const struct swift_dev *d)
+{
+	int i, n = d->own_qps;
+
+	for (i = 0; i < d->row_hwm; i++)
+		if (d->rows[i].state != ROW_EMPTY)
+			n++;
+	return n;
 }
 
 int swift_rows(const struct swift_dev *d, int peer, enum row_state st)

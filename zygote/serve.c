@@ -41,6 +41,8 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	P("zygote %s tenant %s device %s provider %s share %s\n", z->cfg.name, z->cfg.tenant,
 	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
 	  z->have_dev ? swift_share_name(d->share) : "n/a");
+	if (z->have_dev && d->qp_limit)
+		P("qps in_use %d limit %d\n", swift_qps_in_use(d), d->qp_limit);
 	for (i = 0; i < z->cfg.npeers; i++) {
 		struct swift_peer *p = &z->cfg.peers[i];
 
@@ -124,6 +126,9 @@ static void view(struct zygote *z, struct swift_view *v)
 	v->have_dev = z->have_dev;
 	v->share = z->dev.share;
 	v->allow_new_dest = z->cfg.allow_new_dest;
+	v->qp_room = -1;
+	if (z->have_dev && z->dev.qp_limit)
+		v->qp_room = z->dev.qp_limit > swift_qps_in_use(&z->dev) ? z->dev.qp_limit - swift_qps_in_use(&z->dev) : 0;
 	v->npeers = z->cfg.npeers;
 	for (i = 0; i < z->cfg.npeers; i++) {
 		v->names[i] = z->cfg.peers[i].name;
@@ -308,6 +313,7 @@ void swift_ctl_fork(struct zygote *z, int ci)
 	ch->state = CH_RUNNING;
 	if (slot >= z->child_hwm)
 		z->child_hwm = slot + 1;
+	z->dev.own_qps += ch->own; /* its own QPs count against the limit until it is reaped */
 	ch->refusals = 0;
 	ch->pid = pid;
 	ch->relay_fd = sp[0];

@@ -121,7 +121,8 @@ static void test_config(void)
 		"pool 9999\n", "port 0\n", "listen nowhere\n", "listen 1.2.3.4:0\n", "peer b\n",
 		"peer b 10.0.0.1\n", "peer b 10.0.0.1:70000\n", "gid_index -2\n", "msg_size 12\n",
 		"colour blue\n", "new_dest 2\n", "remote_access 2\n", "name a\x1b[2J\n", "tenant \n",
-		"function_uids 0\n", "function_uids 4294967200\n", "function_uids -5\n",
+		"function_uids 0\n", "function_uids 4294967200\n", "function_uids -5\n", "qp_limit 0\n", "qp_limit -1\n",
+		"qp_limit 16777217\n",
 	};
 	size_t i;
 
@@ -140,6 +141,13 @@ static void test_config(void)
 	      "function uids");
 	check(load("peer b 10.0.0.1:1\npeer b 10.0.0.2:2\n", &c, err, sizeof(err)) != 0 && strstr(err, ":2:"),
 	      "refuses a peer named twice");
+	check(load("pool 4\npeer b 10.0.0.1:1\npeer c 10.0.0.2:1\nqp_limit 8\n", &c, err, sizeof(err)) == 0 &&
+		      c.qp_limit == 8,
+	      "qp_limit: a pool that fits");
+	check(load("pool 4\npeer b 10.0.0.1:1\npeer c 10.0.0.2:1\nqp_limit 7\n", &c, err, sizeof(err)) != 0 &&
+		      strstr(err, "pool 4 x 2 peers exceeds the container's QP limit 7"),
+	      "qp_limit: a pool that does not fit is refused");
+	check(load("", &c, err, sizeof(err)) == 0 && c.qp_limit == 0, "qp_limit: none by default");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = load(bad[i], &c, err, sizeof(err));
 		char what[1024];
@@ -503,6 +511,7 @@ static void test_schedule(void)
 		v.have_dev = tc[k].have_dev;
 		v.share = (enum swift_share)tc[k].share;
 		v.allow_new_dest = tc[k].allow;
+		v.qp_room = -1;
 		v.npeers = 2;
 		v.names[0] = "a";
 		v.names[1] = "b";
@@ -526,6 +535,49 @@ static void test_schedule(void)
 		v.have_dev = 1;
 		swift_schedule(&r, &v, &p);
 		check(p.status == ENOENT && strstr(p.msg, "no peers"), "schedule: a zygote without peers");
+	}
+	{
+		/* the container's QP limit: new QPs (on demand, own) only within
+		 * the room left; free pool rows are already counted */
+		static const struct {
+			const char *name;
+			uint32_t flags;
+			int nqp, free_a, room, status, take, newdest, own;
+		} lc[] = {
+			{"own within the room", SWIFT_REQ_OWN, 2, 0, 2, 0, 0, 0, 2},
+			{"own beyond the room", SWIFT_REQ_OWN, 3, 0, 2, EDQUOT, 0, 0, 0},
+			{"on demand within", SWIFT_REQ_NEW, 1, 4, 1, 0, 0, 1, 0},
+			{"on demand beyond", SWIFT_REQ_NEW, 2, 4, 1, EDQUOT, 0, 0, 0},
+			{"the rest on demand beyond", 0, 3, 1, 1, EDQUOT, 0, 0, 0},
+			{"free rows with no room", 0, 2, 2, 0, 0, 2, 0, 0},
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(lc) / sizeof(lc[0]); i++) {
+			struct swift_request r;
+			struct swift_view v;
+			struct swift_plan p;
+			char what[400];
+
+			memset(&r, 0, sizeof(r));
+			memset(&v, 0, sizeof(v));
+			r.flags = lc[i].flags;
+			r.nqp = lc[i].nqp;
+			snprintf(r.peer, sizeof(r.peer), "a");
+			v.have_dev = 1;
+			v.allow_new_dest = 1;
+			v.qp_room = lc[i].room;
+			v.npeers = 1;
+			v.names[0] = "a";
+			v.free[0] = lc[i].free_a;
+			swift_schedule(&r, &v, &p);
+			snprintf(what, sizeof(what), "schedule, QP limit: %s: status %d take %d newdest %d own %d (%s)",
+				 lc[i].name, p.status, p.take, p.newdest, p.own, p.msg);
+			check(p.status == lc[i].status && (p.status ? strstr(p.msg, "under the container's QP limit") != NULL
+								  : p.take == lc[i].take && p.newdest == lc[i].newdest &&
+									    p.own == lc[i].own),
+			      what);
+		}
 	}
 }
 

@@ -93,6 +93,10 @@ struct swift_cfg {
 	int npeers;
 	struct swift_peer peers[SWIFT_MAX_PEERS];
 	int allow_new_dest;      /* connect on demand when no free QP */
+	/* qp_limit N: the QPs this container may hold at once, as charged to
+	 * its tenant (pool rows, rows held for peers, on-demand rows and its
+	 * functions' own QPs); 0: no limit */
+	int qp_limit;
 	int remote_access;       /* rows allow RDMA READ/WRITE from their peer */
 	/* function_uids BASE: the function in child slot N runs as uid and gid
 	 * BASE+N, with no capabilities (0: as the zygote's user) */
@@ -217,12 +221,16 @@ struct swift_dev {
 	int remote_access;
 	int max_rows;
 	int row_hwm;               /* every row from here on is empty */
+	int qp_limit;              /* cfg.qp_limit (0: none) */
+	int own_qps;               /* own QPs of live functions (swift_own_recount) */
 	int ctx_fds[2];            /* cmd_fd, async_fd: dead in children */
 	struct swift_shm shm;
 	struct pool_row rows[SWIFT_MAX_QPS];
 };
 
 uint64_t swift_now_us(void);
+/* QPs held now: every row that is not empty, and live functions' own. */
+int swift_qps_in_use(const struct swift_dev *d);
 int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, size_t errlen);
 void swift_dev_close(struct swift_dev *d);
 /* A new row for peer, created and in INIT (ROW_PENDING), its local
@@ -273,6 +281,7 @@ struct swift_view {
 	int have_dev;
 	enum swift_share share;
 	int allow_new_dest;
+	int qp_room;             /* QPs the container's limit still allows; -1: no limit */
 	int npeers;
 	const char *names[SWIFT_MAX_PEERS];
 	int free[SWIFT_MAX_PEERS];

@@ -34,6 +34,7 @@ const (
 	ScenarioDemo            = "demo"
 	ScenarioDoctor          = "doctor"
 	ScenarioPolicy          = "policy"
+	ScenarioQPLimit         = "qp-limit"
 	ScenarioHostile         = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
@@ -60,7 +61,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 

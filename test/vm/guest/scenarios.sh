@@ -22,6 +22,9 @@
 #   doctor             swiftctl doctor on the rxe node
 #   policy             tenant policy: rdma.max and seccomp baseline (EPERM for
 #                      ptrace/process_vm_readv of a sibling function)
+#   qp-limit           a tenant's container.qps is the charge and the zygote's
+#                      real maximum: pool, own and on-demand QPs count; beyond
+#                      it a function is refused; rdma.max and rdma.current agree
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -699,6 +702,76 @@ EOF
 	cp "$W/swift.default.toml" "$W/swift.toml"
 }
 
+# qp-limit: tenant t1 may hold 4 QPs per container. q1's pool to q2 holds
+# 2; a function's 2 own QPs fill the limit; a third own QP or one on demand
+# is refused (EDQUOT) and nothing is created; after the function ends the
+# room is back. rdma.max is hca_object = 4 × 4, and rdma.current never
+# passes it. A pool larger than the limit is refused at Create.
+scenario_qp_limit() {
+	need_rxe
+	need_containerd
+	cat >"$W/policy.toml" <<EOF
+[tenants.t1]
+local = true
+fork_sharing = true
+seccomp = "none"
+[tenants.t1.container]
+qps = 4
+EOF
+	{
+		echo "policy_path = \"$W/policy.toml\""
+		sed -e '/^policy_path = /d' "$W/swift.default.toml"
+	} >"$W/swift.toml"
+	zrun q1 q1 18561 t1 "q2=10.0.2.15:18562" 2
+	zrun q2 q2 18562 t1 "q1=10.0.2.15:18561" 2
+	zwait q1 q2 connected || fail "q1 never connected to q2"
+	qcg=$(sed -n 's/^0:://p' "/proc/$(zpid q1)/cgroup")
+	fact rdma_max "$(sed -n 's/^rxe0 //p' "/sys/fs/cgroup$qcg/rdma.max")"
+	objects() { sed -n 's/^rxe0 .*hca_object=\([0-9]*\).*/\1/p' "/sys/fs/cgroup$qcg/rdma.current"; }
+	inuse() { zexec q1 /.swift/bin/swift-run --status | sed -n 's|^qps in_use \([0-9]*\) limit \([0-9]*\)$|\1/\2|p'; }
+	fact inuse_pool "$(inuse)"
+	fact objects_pool "$(objects)"
+	zexec q1 /.swift/bin/swift-run --peer q2 --own --qps 2 -- sleep 8000 >"$W/own2.log" 2>&1 &
+	fpid=$!
+	i=0
+	while [ "$(inuse)" != "4/4" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+	fact inuse_full "$(inuse)"
+	fact objects_full "$(objects)"
+	zexec q1 /.swift/bin/swift-run --peer q2 --own --qps 1 -- noop >"$W/own3.log" 2>&1
+	fact own_beyond_exit $?
+	zexec q1 /.swift/bin/swift-run --peer q2 --new --qps 1 -- noop >"$W/new1.log" 2>&1
+	fact new_beyond_exit $?
+	cat "$W/own3.log" "$W/new1.log"
+	fact refused_own "$(grep -c '1 QPs of its own asked, 0 left under the container.s QP limit (Disk quota exceeded)' "$W/own3.log")"
+	fact refused_new "$(grep -c '1 QPs on demand to q2 asked, 0 left under the container.s QP limit (Disk quota exceeded)' "$W/new1.log")"
+	fact inuse_after_refusals "$(inuse)"
+	fact objects_after_refusals "$(objects)"
+	wait $fpid
+	fact own2_exit $?
+	cat "$W/own2.log"
+	i=0
+	while [ "$(inuse)" != "2/4" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+	fact inuse_end "$(inuse)"
+	fact objects_end "$(objects)"
+	echo "--- q1.out"
+	cat "$W/q1.out"
+	zstop q1 q2
+	# a pool larger than the limit: refused at Create, nothing left
+	rf=$(rootfs q3)
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" \
+		--annotation swift.io/rdma=true --annotation swift.io/zygote=true --annotation swift.io/name=q3 \
+		--annotation swift.io/tenant=t1 --annotation swift.io/peers="q2=10.0.2.15:18562" --annotation swift.io/pool=5 \
+		--rootfs "$rf" q3 /bin/sleep 3600 >"$W/q3.log" 2>&1
+	fact big_pool_exit $?
+	cat "$W/q3.log"
+	fact big_pool_refused "$(grep -c 'is above tenant "t1".s per-container limit tenants.t1.container.qps = 4' "$W/q3.log")"
+	# ctr run keeps the container record it made; no task, no lease
+	fact big_pool_left "$(ctr_ task ls | grep -c '^q3 ')"
+	fact big_pool_leases "$(SWIFT_CONFIG=$W/swift.toml "$SWIFTVM_BIN_DIR/swiftctl" pools ls --leases | grep -c '/q3 ')"
+	ctr_ container delete q3 >/dev/null 2>&1
+	cp "$W/swift.default.toml" "$W/swift.toml"
+}
+
 # zpid ID: the host pid of container ID's init (its zygote).
 zpid() { ctr_ task ls 2>/dev/null | awk -v id="$1" '$1 == id && $3 == "RUNNING" {print $2}'; }
 
@@ -894,7 +967,7 @@ scenario_probe() {
 . "$(dirname "$0")/xscenarios.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;

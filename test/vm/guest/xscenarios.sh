@@ -238,6 +238,10 @@ scenario_x_restart() {
 		t0=$(date +%s%N)
 		zrun xb xb 18515 t1 "xa=$PEERIP:18515" 2
 		xput recreated "$t0"
+		# when the new zygote answers (its exchange listens by then)
+		i=0
+		until zexec xb /.swift/bin/swift-run --status >/dev/null 2>&1 || [ $i -ge 80 ]; do sleep 0.1; i=$((i + 1)); done
+		xput answering "$(date +%s%N)"
 		xsync b-recreated
 		zwait xb xa connected || fail "xb never reported xa connected again"
 		sleep 1
@@ -274,6 +278,8 @@ scenario_x_restart() {
 	zwait xa xb connected || fail "xa never connected to the new xb"
 	t1=$(date +%s%N)
 	fact reconnect_ms "$(( (t1 - t0) / 1000000 ))"
+	tu=$(xget answering)
+	fact reconnect_after_up_ms "$(( t1 > tu ? (t1 - tu) / 1000000 : 0 ))"
 	sleep 1
 	new=$(zexec xa /.swift/bin/swift-run --status | sed -n 's/^qp .* remote \([0-9]*\) .*/\1/p' | sort | tr '\n' ' ')
 	echo "remote QPNs before: $old; after: $new"
