@@ -438,7 +438,6 @@ func TestVersions(t *testing.T) {
 	}
 }
 
-
 func TestOutput(t *testing.T) {
 	rs := []Result{
 		{Check: "a", Status: OK, Detail: "fine"},

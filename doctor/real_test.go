@@ -27,4 +27,3 @@ func TestRealVersions(t *testing.T) {
 		"runc":       {Fail, "no-runc"},
 	})
 }
-

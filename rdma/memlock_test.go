@@ -35,4 +35,3 @@ func effectiveCaps(t *testing.T) uint64 {
 	}
 	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32
 }
-
