@@ -154,15 +154,21 @@ func (l Lease) Key() string { return l.Namespace + "/" + l.ID }
 // bundle directory is there and its shim process runs (same PID and start
 // time, not a zombie). When in doubt it says alive, so that a lease is
 // never reclaimed from a container that runs: a stat error other than
-// "not found", a /proc that cannot be read (EMFILE, EACCES), one that does
-// not show every process (hidepid, or no PID 1), or a caller in another
-// PID namespace than the shim's.
+// "not found", a bundle whose containerd task directory is not seen
+// either (another mount namespace), a /proc that cannot be read (EMFILE,
+// EACCES), one that does not show every process (hidepid, or no PID 1),
+// or a caller in another PID namespace than the shim's.
 func Alive(l Lease) bool { return aliveIn("/proc", pidNS("/proc"), l) }
 
 func aliveIn(proc string, selfNS uint64, l Lease) bool {
 	if l.Bundle != "" {
+		// a bundle counts as gone only where containerd's task directory
+		// (…/io.containerd.runtime.v2.task, two levels up) is seen: a
+		// caller in another mount namespace sees neither
 		if _, err := os.Stat(l.Bundle); errors.Is(err, os.ErrNotExist) {
-			return false
+			if _, err := os.Stat(filepath.Dir(filepath.Dir(l.Bundle))); err == nil {
+				return false
+			}
 		}
 	}
 	if l.Owner.PID <= 0 {
@@ -279,7 +285,7 @@ func (l *Ledger) lock(exclusive bool) (*os.File, time.Time, error) {
 // open locks the ledger and opens the database; release with the returned func.
 //
 // bbolt opens the file only once check trusts it.
-func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(), retErr error) {
+func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(committed bool), retErr error) {
 	lf, deadline, err := l.lock(!readOnly)
 	if err != nil {
 		return nil, nil, err
@@ -305,10 +311,10 @@ func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(), retErr error) {
 		}
 		return nil, nil, fmt.Errorf("ledger %s: open: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
-	return db, func() {
+	return db, func(committed bool) {
 		defer lf.Close()
-		if db.Close() == nil && !readOnly {
-			// what this writer left is the trusted state
+		if db.Close() == nil && !readOnly && committed {
+			// what this writer committed is the trusted state
 			if data, err := os.ReadFile(l.Path); err == nil {
 				_ = l.writeSum(data)
 			}
@@ -492,7 +498,8 @@ func (l *Ledger) onBucketUnsafe(write bool, what string, fn func(b *bolt.Bucket)
 	if err != nil {
 		return err
 	}
-	defer done()
+	committed := false
+	defer func() { done(committed) }()
 	run := db.View
 	if write {
 		run = db.Update
@@ -507,6 +514,7 @@ func (l *Ledger) onBucketUnsafe(write bool, what string, fn func(b *bolt.Bucket)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %s%w", l.Path, what, err)
 	}
+	committed = true
 	return nil
 }
 
@@ -553,7 +561,8 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 	if err != nil {
 		return nil, nil, err
 	}
-	defer done()
+	committed := false
+	defer func() { done(committed) }()
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
@@ -599,6 +608,7 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 	if err != nil {
 		return reclaimed, nil, fmt.Errorf("ledger %s: acquire %s: %w", l.Path, lease.Key(), err)
 	}
+	committed = true
 	return reclaimed, quotaErr, nil
 }
 
@@ -787,27 +797,42 @@ func salvage(path string) error {
 }
 
 // Rebuild replaces the ledger with one that holds exactly leases, under
-// the ledger's lock; the old file, if any, is renamed to aside.
+// the ledger's lock; the old file, if any, is kept at aside.
 func (l *Ledger) Rebuild(leases []Lease, aside string) error {
+	return l.Repair(func([]Lease, []string) ([]Lease, bool, error) { return leases, true, nil }, aside)
+}
+
+// Repair holds the ledger's lock while it salvages what it can
+// (Salvage), asks decide which leases to keep (and whether to rebuild at
+// all), and rebuilds: no Create takes a lease in between, and a new ledger
+// is complete before it replaces the old one, which is kept at aside.
+func (l *Ledger) Repair(decide func(salvaged []Lease, problems []string) (keep []Lease, rebuild bool, err error), aside string) error {
 	lf, deadline, err := l.lock(true)
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := os.Rename(l.Path, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("ledger %s: move aside: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	keep, rebuild, err := decide(l.Salvage())
+	if err != nil || !rebuild {
+		return err
 	}
-	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{Timeout: max(time.Until(deadline), 100*time.Millisecond)})
+	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+".new-*")
 	if err != nil {
-		return fmt.Errorf("ledger %s: create: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("ledger %s: rebuild: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
-	defer db.Close()
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp) // a no-op once it is the ledger
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: max(time.Until(deadline), 100*time.Millisecond)})
+	if err != nil {
+		return fmt.Errorf("ledger %s: rebuild: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
 			return err
 		}
-		for _, x := range leases {
+		for _, x := range keep {
 			v, err := json.Marshal(x)
 			if err != nil {
 				return err
@@ -818,15 +843,24 @@ func (l *Ledger) Rebuild(leases []Lease, aside string) error {
 		}
 		return nil
 	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
 	}
-	if err := db.Close(); err != nil {
-		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
-	}
-	data, err := os.ReadFile(l.Path)
+	data, err := os.ReadFile(tmp)
 	if err != nil {
 		return fmt.Errorf("ledger %s: rebuild: %w", l.Path, err)
 	}
-	return l.writeSum(data)
+	if err := os.Link(l.Path, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ledger %s: keep the old file at %s: %v: %w", l.Path, aside, err, errdefs.ErrFailedPrecondition)
+	}
+	if err := os.Rename(tmp, l.Path); err != nil {
+		return fmt.Errorf("ledger %s: rebuild: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
+	}
+	if err := l.writeSum(data); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(l.Path))
 }

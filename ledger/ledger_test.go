@@ -195,6 +195,10 @@ func TestAlive(t *testing.T) {
 	}{
 		{"bundle and shim", Lease{Bundle: bundle, Owner: self}, true},
 		{"bundle gone", Lease{Bundle: filepath.Join(bundle, "gone"), Owner: self}, false},
+		// gc from another mount namespace: neither the bundle nor its task
+		// directory is seen; the shim runs
+		{"bundle not seen, shim runs", Lease{Bundle: "/nonexistent/io.containerd.runtime.v2.task/ns/id", Owner: self}, true},
+		{"bundle not seen, shim gone", Lease{Bundle: "/nonexistent/io.containerd.runtime.v2.task/ns/id", Owner: exited}, false},
 		{"shim gone", Lease{Bundle: bundle, Owner: exited}, false},
 		{"pid recycled", Lease{Bundle: bundle, Owner: Owner{PID: self.PID, Start: self.Start + 1}}, false},
 		{"no pid recorded", Lease{Bundle: bundle}, true},

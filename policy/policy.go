@@ -150,7 +150,10 @@ func loadNode(cfg config.Config, defaultPath string) (*Policy, error) {
 	if path == "" {
 		return Open(), nil
 	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	// read once: a file removed between a check and the read must not
+	// turn into the open policy
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
 		led := filepath.Join(cfg.StateDir, ledger.FileName)
 		_, lerr := os.Stat(led)
 		switch {
@@ -161,8 +164,12 @@ func loadNode(cfg config.Config, defaultPath string) (*Policy, error) {
 			return nil, fmt.Errorf("tenant policy %s does not exist, but this node enforced one (%s exists): no RDMA container is created "+
 				"until it is restored (or set policy_path = \"\" to run without a policy): %w", path, led, errdefs.ErrFailedPrecondition)
 		}
+		return Open(), nil
 	}
-	return Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tenant policy %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	return Parse(path, data)
 }
 
 // Load reads and validates the policy at path. A missing file yields

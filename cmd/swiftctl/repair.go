@@ -47,56 +47,61 @@ func poolsRepair(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	l := ledger.New(cfg.StateDir)
-	salvaged, problems := l.Salvage()
 	exist, err := containersOf(*address)
 	if err != nil {
 		return err
 	}
-	bundled, bproblems := bundleLeases(*state)
-	problems = append(problems, bproblems...)
-
-	kept := map[string]ledger.Lease{}
-	var out []string
-	for _, x := range salvaged {
-		if exist[x.Key()] {
-			kept[x.Key()] = x
-			out = append(out, fmt.Sprintf("kept %s (tenant %s)", x.Key(), x.Tenant))
-		} else {
-			out = append(out, fmt.Sprintf("dropped %s (tenant %s): containerd has no such container", x.Key(), x.Tenant))
-		}
-	}
-	for _, x := range bundled {
-		if _, ok := kept[x.Key()]; ok || !exist[x.Key()] {
-			continue
-		}
-		kept[x.Key()] = x
-		out = append(out, fmt.Sprintf("recovered %s (tenant %s) from its bundle", x.Key(), x.Tenant))
-	}
-	sort.Strings(out)
-	for _, p := range problems {
-		fmt.Fprintf(stdout, "unreadable: %s\n", p)
-	}
-	for _, s := range out {
-		fmt.Fprintln(stdout, s)
-	}
-	changed := len(problems) > 0 || len(kept) != len(salvaged)
-	if !changed {
-		fmt.Fprintf(stdout, "%s is sound: %d lease(s), nothing to repair\n", l.Path, len(kept))
-		return nil
-	}
-	if *dryRun {
-		fmt.Fprintf(stdout, "would rebuild %s with %d lease(s)\n", l.Path, len(kept))
-		return nil
-	}
-	leases := make([]ledger.Lease, 0, len(kept))
-	for _, x := range kept {
-		leases = append(leases, x)
-	}
 	aside := fmt.Sprintf("%s.broken-%d", l.Path, time.Now().Unix())
-	if err := l.Rebuild(leases, aside); err != nil {
+	var kept map[string]ledger.Lease
+	// under the ledger's lock from the salvage to the rebuild: no Create
+	// takes a lease in between
+	err = l.Repair(func(salvaged []ledger.Lease, problems []string) ([]ledger.Lease, bool, error) {
+		bundled, bproblems := bundleLeases(*state)
+		problems = append(problems, bproblems...)
+		kept = map[string]ledger.Lease{}
+		var out []string
+		for _, x := range salvaged {
+			if exist[x.Key()] {
+				kept[x.Key()] = x
+				out = append(out, fmt.Sprintf("kept %s (tenant %s)", x.Key(), x.Tenant))
+			} else {
+				out = append(out, fmt.Sprintf("dropped %s (tenant %s): containerd has no such container", x.Key(), x.Tenant))
+			}
+		}
+		for _, x := range bundled {
+			if _, ok := kept[x.Key()]; ok || !exist[x.Key()] {
+				continue
+			}
+			kept[x.Key()] = x
+			out = append(out, fmt.Sprintf("recovered %s (tenant %s) from its bundle", x.Key(), x.Tenant))
+		}
+		sort.Strings(out)
+		for _, p := range problems {
+			fmt.Fprintf(stdout, "unreadable: %s\n", p)
+		}
+		for _, s := range out {
+			fmt.Fprintln(stdout, s)
+		}
+		if len(problems) == 0 && len(kept) == len(salvaged) {
+			fmt.Fprintf(stdout, "%s is sound: %d lease(s), nothing to repair\n", l.Path, len(kept))
+			return nil, false, nil
+		}
+		if *dryRun {
+			fmt.Fprintf(stdout, "would rebuild %s with %d lease(s)\n", l.Path, len(kept))
+			return nil, false, nil
+		}
+		leases := make([]ledger.Lease, 0, len(kept))
+		for _, x := range kept {
+			leases = append(leases, x)
+		}
+		return leases, true, nil
+	}, aside)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "rebuilt %s with %d lease(s); the old file is %s\n", l.Path, len(leases), aside)
+	if _, err := os.Stat(aside); err == nil {
+		fmt.Fprintf(stdout, "rebuilt %s with %d lease(s); the old file is %s\n", l.Path, len(kept), aside)
+	}
 	return nil
 }
 
