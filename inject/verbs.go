@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -50,13 +51,17 @@ func (m Verbs) Modify(s *specs.Spec) error {
 	}
 	// No noexec: the preload is mapped executable from this mount.
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
-	// /.swift/verbs is the shim's; a container's own libibverbs.d is kept.
+	// /.swift/verbs is the shim's; a container's own libibverbs.d is kept
+	// (and the shim's copy of it is taken out and appended again, so that
+	// a retried Create gets the same order)
 	if _, err := claimMounts(s, "the verbs cache", []specs.Mount{{Destination: VerbsDir, Type: "bind", Source: m.CacheDir, Options: ro}},
 		[]string{VerbsDir}, nil); err != nil {
 		return err
 	}
+	conf := specs.Mount{Destination: VerbsConfigDir, Type: "bind", Source: filepath.Join(m.CacheDir, verbs.ConfigDirName), Options: ro}
+	s.Mounts = slices.DeleteFunc(s.Mounts, func(x specs.Mount) bool { return reflect.DeepEqual(x, conf) })
 	if !slices.ContainsFunc(s.Mounts, func(x specs.Mount) bool { return path.Clean(x.Destination) == VerbsConfigDir }) {
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: VerbsConfigDir, Type: "bind", Source: filepath.Join(m.CacheDir, verbs.ConfigDirName), Options: ro})
+		s.Mounts = append(s.Mounts, conf)
 	}
 
 	vars := map[string]string{EnvVerbsCache: VerbsDir}

@@ -37,6 +37,12 @@ type Zygote struct {
 	BinDir   string // host directory with swift-init and swift-run
 	ConfPath string // host path of the pool description
 	KeyPath  string // host path of the tenant key (mode 0400)
+	// KeyCopy: KeyPath is this container's own copy of the keyring, which
+	// swift-init empties once read (key_once), so it is mounted writable.
+	KeyCopy bool
+	// Owner, when set, is the container's user (uid, gid), which owns
+	// the zygote's socket directory: a zygote that does not run as root.
+	Owner *[2]uint32
 }
 
 // Name implements Modifier.
@@ -45,12 +51,19 @@ func (Zygote) Name() string { return "zygote" }
 // mounts are the zygote's mounts, in order.
 func (m Zygote) mounts() []specs.Mount {
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
+	key := ro
+	if m.KeyCopy {
+		key = []string{"rbind", "rw", "nosuid", "nodev", "noexec"}
+	}
+	run := []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}
+	if m.Owner != nil {
+		run = append(run, fmt.Sprintf("uid=%d", m.Owner[0]), fmt.Sprintf("gid=%d", m.Owner[1]))
+	}
 	return []specs.Mount{
 		{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro},
 		{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro},
-		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro},
-		{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}},
+		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: key},
+		{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs", Options: run},
 	}
 }
 
@@ -66,40 +79,40 @@ func under(p string, roots []string) bool {
 }
 
 // claimMounts gives the shim the container paths at or below roots
-// (except those at or below except, which another modifier claims): it
-// appends want, the shim's mounts there, and refuses (InvalidArgument,
-// naming what) any other mount in them, so that a container cannot put
-// its own files where the shim's go. A spec that holds exactly want
-// already (edited before: a retried Create) is left as it is; done tells.
-func claimMounts(s *specs.Spec, what string, want []specs.Mount, roots, except []string) (done bool, err error) {
-	ours := 0
+// (except those at or below except, which another modifier claims): any
+// mount there that is not one of want, the shim's, is refused
+// (InvalidArgument, naming it), so that a container cannot put its own
+// files where the shim's go; copies of the shim's own (a retried Create)
+// are taken out; then want is appended, after every mount of the
+// container. ours tells whether the spec held all of want already.
+func claimMounts(s *specs.Spec, what string, want []specs.Mount, roots, except []string) (ours bool, err error) {
+	seen := make([]bool, len(want))
+	kept := s.Mounts[:0:0]
 	for _, x := range s.Mounts {
 		if !under(x.Destination, roots) || under(x.Destination, except) {
+			kept = append(kept, x)
 			continue
 		}
-		if !slices.ContainsFunc(want, func(w specs.Mount) bool { return reflect.DeepEqual(w, x) }) {
+		i := slices.IndexFunc(want, func(w specs.Mount) bool { return reflect.DeepEqual(w, x) })
+		if i < 0 {
 			return false, fmt.Errorf("the container mounts %s (from %q) where the shim puts %s (%s): the shim's mounts win, remove it: %w",
 				x.Destination, x.Source, what, strings.Join(roots, ", "), errdefs.ErrInvalidArgument)
 		}
-		ours++
+		seen[i] = true
 	}
-	switch ours {
-	case len(want):
-		return true, nil
-	case 0:
-		s.Mounts = append(s.Mounts, want...)
-		return false, nil
-	}
-	return false, fmt.Errorf("the container mounts some of the paths where the shim puts %s (%s) itself: the shim's mounts win, remove them: %w",
-		what, strings.Join(roots, ", "), errdefs.ErrInvalidArgument)
+	s.Mounts = append(kept, want...)
+	return !slices.Contains(seen, false), nil
 }
 
 // Modify implements Modifier. The shim's mounts win: a container mount at
 // or below /.swift or /run/swift (other than the verbs cache's, which
 // Verbs claims), or an entrypoint that is swift-init already, would take
 // over the pool description, the key or the binaries, and is refused
-// (InvalidArgument). A spec this modifier edited before (a retried Create)
-// holds exactly its mounts and wrapped args, and is left as it is.
+// (InvalidArgument). The shim's mounts go after every mount of the
+// container. A spec this modifier edited before (a retried Create) keeps
+// its wrapped args and gets the same mounts again. (An entrypoint that
+// starts swift-init some other way, through a symlink or a shell, finds
+// the key copy already emptied by the real one: see key_once.)
 func (m Zygote) Modify(s *specs.Spec) error {
 	if s.Process == nil || len(s.Process.Args) == 0 {
 		return fmt.Errorf("spec has no process args to run under the zygote: %w", errdefs.ErrInvalidArgument)
@@ -110,13 +123,14 @@ func (m Zygote) Modify(s *specs.Spec) error {
 		return fmt.Errorf("the container's entrypoint %q is swift-init already: the shim starts the zygote itself (swift.io/zygote=true); run the function's command instead: %w",
 			args[0], errdefs.ErrInvalidArgument)
 	}
-	done, err := claimMounts(s, "the zygote's files", m.mounts(), []string{ZygoteDir, ZygoteRunDir}, []string{VerbsDir})
+	ours, err := claimMounts(s, "the zygote's files", m.mounts(), []string{ZygoteDir, ZygoteRunDir}, []string{VerbsDir})
 	if err != nil {
 		return err
 	}
 	switch {
-	case done && wrapped:
-		// edited before: a retried Create
+	case ours && wrapped:
+		// edited before (a retried Create): the shim's mounts are the
+		// last ones again, whatever the spec said
 	case wrapped:
 		return fmt.Errorf("the container's entrypoint %q is swift-init already: the shim starts the zygote itself (swift.io/zygote=true); run the function's command instead: %w",
 			args[0], errdefs.ErrInvalidArgument)
@@ -148,6 +162,9 @@ type PoolConfig struct {
 	// held for peers, rows on demand, its functions' own QPs): the QP
 	// charge of a tenant with container.qps; 0: no limit.
 	QPLimit uint64
+	// KeyOnce: the key file is the container's own copy; swift-init
+	// empties it once read (functions run as its user and could read it).
+	KeyOnce bool
 }
 
 // NewPoolConfig derives the pool description from a container's options;
@@ -193,6 +210,9 @@ func (pc PoolConfig) Render() []byte {
 	}
 	if pc.QPLimit != 0 {
 		fmt.Fprintf(&b, "qp_limit %d\n", pc.QPLimit)
+	}
+	if pc.KeyOnce {
+		b.WriteString("key_once 1\n")
 	}
 	if pc.AcceptOnly {
 		if len(pc.Accept) == 0 {

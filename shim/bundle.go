@@ -95,11 +95,12 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
 		Limits: &ten.limits, Seccomp: ten.seccomp,
 	}
-	var poolConf []byte
+	var zp *zygotePrep
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
-		if in.Zygote, poolConf, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
+		if zp, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
 			return nil, err
 		}
+		in.Zygote = zp.mod
 	}
 	mods, warnings, err := inject.Plan(cfg, opts, in)
 	if err != nil {
@@ -143,14 +144,21 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 			return nil, fmt.Errorf("write the lease's copy into the bundle: %w", err)
 		}
 	}
-	if in.Zygote != nil {
-		if err := os.WriteFile(in.Zygote.ConfPath, poolConf, 0o444); err != nil {
+	if zp != nil {
+		if err := os.WriteFile(zp.mod.ConfPath, zp.poolConf, 0o444); err != nil {
 			return nil, fmt.Errorf("write pool description: %w", err)
+		}
+		if err := zp.writeKeyCopy(); err != nil {
+			os.Remove(zp.mod.ConfPath)
+			return nil, err
 		}
 	}
 	if err := writeSpecAtomic(path, spec); err != nil {
-		if in.Zygote != nil {
-			os.Remove(in.Zygote.ConfPath)
+		if zp != nil {
+			os.Remove(zp.mod.ConfPath)
+			if zp.keyCopy != nil {
+				os.Remove(zp.mod.KeyPath)
+			}
 		}
 		return nil, err
 	}

@@ -246,7 +246,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n",
-		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n"} {
+		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n", "\nkey_once 1\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)
 		}
@@ -258,8 +258,10 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 			key = m.Source
 		}
 	}
-	if key != filepath.Join(state, "keys", "a.keys") {
-		t.Errorf("tenant key mounted from %q, want tenant a's node-local ring", key)
+	// the container's own copy of tenant a's node-local ring
+	ring, _ := os.ReadFile(filepath.Join(state, "keys", "a.keys"))
+	if cp, err := os.ReadFile(key); key != filepath.Join(bundle, KeyCopyFile) || err != nil || string(cp) != string(ring) {
+		t.Errorf("tenant key mounted from %q (%v), want the bundle's copy of tenant a's node-local ring", key, err)
 	}
 	// tenant a's container.qps (8) is the charge and the zygote's limit
 	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 8 || ls[0].Tenant != "a" {

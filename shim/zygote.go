@@ -7,6 +7,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
@@ -97,14 +98,48 @@ func functionUIDs(s *specs.Spec, base uint32) uint32 {
 	return 0
 }
 
-// prepareZygote returns the zygote modifier and the pool description to
-// write at its ConfPath (in the bundle) once the spec edit has succeeded.
-// The zygote takes exchange connections only from the tenant's peer
-// networks when t restricts peers.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*inject.Zygote, []byte, error) {
+// KeyCopyFile is the container's own copy of its tenant's keyring, in
+// the bundle, for a zygote that does not run as root or whose functions
+// run as its user.
+const KeyCopyFile = "swift-tenant.keys"
+
+// zygotePrep is what prepareZygote decided: the modifier, and the files
+// to write once the spec edit has succeeded.
+type zygotePrep struct {
+	mod      *inject.Zygote
+	poolConf []byte
+	// keyCopy, when set, is written at mod.KeyPath (mode 0600, owned by
+	// keyOwner on the host)
+	keyCopy  []byte
+	keyOwner [2]uint32
+}
+
+// hostID maps a container uid or gid to the host through a user
+// namespace's mappings (none: the same id); ok false when unmapped.
+func hostID(maps []specs.LinuxIDMapping, id uint32) (uint32, bool) {
+	if len(maps) == 0 {
+		return id, true
+	}
+	for _, m := range maps {
+		if uint64(id) >= uint64(m.ContainerID) && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
+			return m.HostID + (id - m.ContainerID), true
+		}
+	}
+	return 0, false
+}
+
+// prepareZygote decides the zygote of a container. The zygote takes
+// exchange connections only from the tenant's peer networks when t
+// restricts peers. It gets a copy of the tenant's keyring of its own,
+// owned by the container's user on the host, which swift-init empties
+// once read (key_once): nothing else in the container (its functions,
+// which may run as that user; its workload; a second swift-init started
+// through a symlink or a shell) reads the key after it. A non-root
+// zygote also owns its socket directory.
+func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*zygotePrep, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)
 	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
@@ -112,7 +147,60 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	pc.QPLimit = qpLimit
 	key, _, err := TenantKeyring(cfg, t, pc.Tenant)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile), KeyPath: key}, pc.Render(), nil
+	p := &zygotePrep{mod: &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile), KeyPath: key}}
+	var uid, gid uint32
+	if s.Process != nil {
+		uid, gid = s.Process.User.UID, s.Process.User.GID
+	}
+	var uidMaps, gidMaps []specs.LinuxIDMapping
+	if s.Linux != nil {
+		uidMaps, gidMaps = s.Linux.UIDMappings, s.Linux.GIDMappings
+	}
+	hu, uok := hostID(uidMaps, uid)
+	hg, gok := hostID(gidMaps, gid)
+	if !uok || !gok {
+		return nil, fmt.Errorf("the container's user %d:%d is not mapped by its user namespace: the zygote could not read its key: %w",
+			uid, gid, errdefs.ErrInvalidArgument)
+	}
+	ring, err := keys.Read(key)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s's keyring: %w", pc.Tenant, err)
+	}
+	pc.KeyOnce = true
+	p.mod.KeyPath, p.mod.KeyCopy = filepath.Join(bundle, KeyCopyFile), true
+	p.keyCopy, p.keyOwner = ring.Format(), [2]uint32{hu, hg}
+	if uid != 0 {
+		p.mod.Owner = &[2]uint32{uid, gid}
+	}
+	p.poolConf = pc.Render()
+	return p, nil
+}
+
+// writeKeyCopy writes the container's copy of its keyring, owned by its
+// user on the host, readable by nobody else.
+func (p *zygotePrep) writeKeyCopy() error {
+	if p.keyCopy == nil {
+		return nil
+	}
+	f, err := os.OpenFile(p.mod.KeyPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("write the container's keyring copy: %w", err)
+	}
+	_, werr := f.Write(p.keyCopy)
+	if werr == nil {
+		werr = f.Chown(int(p.keyOwner[0]), int(p.keyOwner[1]))
+	}
+	if werr == nil {
+		werr = f.Chmod(0o600)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(p.mod.KeyPath)
+		return fmt.Errorf("write the container's keyring copy: %w", werr)
+	}
+	return nil
 }

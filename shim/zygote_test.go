@@ -9,6 +9,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
@@ -166,5 +167,89 @@ func TestZygoteHere(t *testing.T) {
 				t.Errorf("zygoteHere(container %q, zygote-container %q) = %v, want %v", tc.container, tc.named, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrepareZygoteKeyCopy: every zygote gets a copy of the tenant's
+// ring of its own, owned by its user on the host and emptied by
+// swift-init once read (key_once); a non-root one owns its socket
+// directory; an unmapped user is refused.
+func TestPrepareZygoteKeyCopy(t *testing.T) {
+	needRoot(t)
+	bin := t.TempDir()
+	for _, f := range []string{"swift-init", "swift-run"} {
+		if err := os.WriteFile(filepath.Join(bin, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.KeysDir, cfg.StateDir, cfg.Zygote.BinDir = t.TempDir(), t.TempDir(), bin
+	userns := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+	spec := func(uid, gid uint32, maps []specs.LinuxIDMapping) *specs.Spec {
+		s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}, User: specs.User{UID: uid, GID: gid}}, Linux: &specs.Linux{}}
+		s.Linux.UIDMappings, s.Linux.GIDMappings = maps, maps
+		return s
+	}
+	tests := []struct {
+		name     string
+		s        *specs.Spec
+		base     uint32
+		copied   bool
+		hostUser [2]uint32
+		owner    *[2]uint32
+	}{
+		{"root, function uids", spec(0, 0, nil), 2000000000, true, [2]uint32{0, 0}, nil},
+		{"root, functions as root", spec(0, 0, nil), 0, true, [2]uint32{0, 0}, nil},
+		{"a user", spec(1000, 1001, nil), 2000000000, true, [2]uint32{1000, 1001}, &[2]uint32{1000, 1001}},
+		{"root of a user namespace", spec(0, 0, userns), 2000000000, true, [2]uint32{100000, 100000}, nil},
+		{"a user of a user namespace", spec(1000, 1000, userns), 2000000000, true, [2]uint32{101000, 101000}, &[2]uint32{1000, 1000}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.Zygote.FunctionUIDBase = tc.base
+			bundle := t.TempDir()
+			o := annotations.Options{Tenant: "t1"}
+			p, err := prepareZygote(bundle, "z1", c, o, &policy.Tenant{Name: "t1", Unlimited: true}, 0, tc.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			once := strings.Contains(string(p.poolConf), "\nkey_once 1\n")
+			if p.mod.KeyCopy != tc.copied || once != tc.copied || (p.keyCopy != nil) != tc.copied {
+				t.Fatalf("copy %v, key_once %v; want %v", p.mod.KeyCopy, once, tc.copied)
+			}
+			if (p.mod.Owner == nil) != (tc.owner == nil) || (tc.owner != nil && *p.mod.Owner != *tc.owner) {
+				t.Errorf("socket dir owner %v, want %v", p.mod.Owner, tc.owner)
+			}
+			if !tc.copied {
+				if p.mod.KeyPath != filepath.Join(cfg.StateDir, "keys", "t1.keys") {
+					t.Errorf("key mounted from %s, want the node-local ring", p.mod.KeyPath)
+				}
+				return
+			}
+			if p.mod.KeyPath != filepath.Join(bundle, KeyCopyFile) {
+				t.Errorf("key copy at %s", p.mod.KeyPath)
+			}
+			if err := p.writeKeyCopy(); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(p.mod.KeyPath, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != tc.hostUser[0] || st.Gid != tc.hostUser[1] || st.Mode&0o777 != 0o600 {
+				t.Errorf("copy owned %d:%d mode %o, want %d:%d 0600", st.Uid, st.Gid, st.Mode&0o777, tc.hostUser[0], tc.hostUser[1])
+			}
+			got, err := os.ReadFile(p.mod.KeyPath)
+			want, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
+			if err != nil || string(got) != string(want) {
+				t.Errorf("copy holds %q, want the ring's %q", got, want)
+			}
+		})
+	}
+	_, err := prepareZygote(t.TempDir(), "z1", cfg, annotations.Options{Tenant: "t1"}, &policy.Tenant{Name: "t1", Unlimited: true}, 0,
+		spec(70000, 70000, userns))
+	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "70000:70000 is not mapped") {
+		t.Errorf("an unmapped user: %v, want InvalidArgument", err)
 	}
 }

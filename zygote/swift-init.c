@@ -138,7 +138,7 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		z->nkeys = 1;
 		return 0;
 	}
-	fd = open(z->cfg.key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(z->cfg.key_file, (z->cfg.key_once ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
 		return -1;
@@ -149,8 +149,17 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		return -1;
 	}
 	n = read(fd, b, sizeof(b));
+	if (n == st.st_size && z->cfg.key_once && (ftruncate(fd, 0) || fsync(fd))) {
+		/* functions run as this user: a copy they could read is refused */
+		snprintf(err, errlen, "tenant key %s: cannot empty this container's copy: %s", z->cfg.key_file,
+			 strerror(errno));
+		explicit_bzero(b, sizeof(b));
+		close(fd);
+		return -1;
+	}
 	close(fd);
 	if (n != st.st_size) {
+		explicit_bzero(b, sizeof(b));
 		snprintf(err, errlen, "tenant key %s: short read", z->cfg.key_file);
 		return -1;
 	}

@@ -83,7 +83,8 @@ func runtimeConfig(t *testing.T, nodeConfig string) string {
 
 type runSpec struct {
 	id          string
-	namespace   string // containerd namespace; "" for the daemon's
+	namespace   string   // containerd namespace; "" for the daemon's
+	flags       []string // more ctr run flags (--mount ...)
 	runtime     string
 	optsFile    string
 	annotations map[string]string
@@ -105,6 +106,7 @@ func ctrRun(t *testing.T, r runSpec) (string, string, int) {
 	if r.optsFile != "" {
 		args = append(args, "--runtime-config-path", r.optsFile)
 	}
+	args = append(args, r.flags...)
 	for k, v := range r.annotations {
 		args = append(args, "--annotation", k+"="+v)
 	}

@@ -39,6 +39,7 @@ func TestZygoteIsInit(t *testing.T) {
 	script := `set -e
 cat /proc/1/cmdline | tr '\0' ' '; echo
 ls -l /.swift/tenant.keys | cut -c1-10
+echo "key bytes $(wc -c < /.swift/tenant.keys)"
 sed -n 's/^tenant /tenant=/p; s/^peer /peer=/p' /.swift/pool.conf
 /.swift/bin/swift-run --no-qp -- exit 5 || echo "fork rc=$?"
 /.swift/bin/swift-run --no-qp -- crash || echo "crash rc=$?"
@@ -55,7 +56,7 @@ exit 3`
 	}
 	for _, want := range []string{
 		"/.swift/bin/swift-init --config /.swift/pool.conf -- sh -c",
-		"-r--------", "tenant=t1", "peer=b 127.0.0.1:18600",
+		"-rw-------", "key bytes 0", "tenant=t1", "peer=b 127.0.0.1:18600",
 		"fork rc=5", "crash rc=139", "after crash ok",
 		"qp rc=125", "socket=/run/swift/zygote.sock",
 		`hello from /.swift/bin/handlers/hello.so: "one two" (0 QPs, provider none)`,
@@ -112,4 +113,46 @@ func TestZygoteNeedsBinaries(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want a refusal naming swift-init and zygote.bin_dir", code, se)
 	}
 	assertNothingLeft(t, "zygote-nobin")
+}
+
+// TestZygoteMountsWin: with the zygote injected, a container's own mount
+// at the zygote's paths (its pool description, key, socket directory) or
+// an entrypoint that already is swift-init is refused at Create, naming
+// it, and nothing is left behind.
+func TestZygoteMountsWin(t *testing.T) {
+	opts := zygoteConfig(t)
+	mine := filepath.Join(t.TempDir(), "mine.conf")
+	if err := os.WriteFile(mine, []byte("name evil\ntenant other\npool 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id    string
+		flags []string
+		args  []string
+		want  []string
+	}{
+		{"mw-conf", []string{"--mount", "type=bind,src=" + mine + ",dst=/.swift/pool.conf,options=rbind:ro"}, []string{"true"},
+			[]string{"the container mounts /.swift/pool.conf (from \"" + mine + "\")", "the shim's mounts win", "invalid argument"}},
+		{"mw-key", []string{"--mount", "type=bind,src=" + mine + ",dst=/.swift/tenant.keys,options=rbind:ro"}, []string{"true"},
+			[]string{"the container mounts /.swift/tenant.keys", "the shim's mounts win"}},
+		{"mw-dir", []string{"--mount", "type=bind,src=" + filepath.Dir(mine) + ",dst=/.swift,options=rbind:ro"}, []string{"true"},
+			[]string{"the container mounts /.swift (from", "the shim's mounts win"}},
+		{"mw-socket", []string{"--mount", "type=tmpfs,src=tmpfs,dst=/run/swift,options=rw"}, []string{"true"},
+			[]string{"the container mounts /run/swift", "the shim's mounts win"}},
+		{"mw-init", nil, []string{"/.swift/bin/swift-init", "--config", "/tmp/mine.conf", "--", "true"},
+			[]string{`entrypoint "/.swift/bin/swift-init" is swift-init already`}},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			_, se, code := ctrRun(t, runSpec{id: tc.id, runtime: swiftRuntime, optsFile: opts, annotations: zygoteAnn, flags: tc.flags, args: tc.args})
+			if code == 0 {
+				t.Fatal("container ran; want Create refused")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(se, w) {
+					t.Errorf("error does not contain %q: %s", w, strings.TrimSpace(se))
+				}
+			}
+			assertNothingLeft(t, tc.id)
+		})
+	}
 }

@@ -35,6 +35,7 @@ const (
 	ScenarioDoctor          = "doctor"
 	ScenarioPolicy          = "policy"
 	ScenarioQPLimit         = "qp-limit"
+	ScenarioNonRoot         = "nonroot"
 	ScenarioHostile         = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
@@ -61,7 +62,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 

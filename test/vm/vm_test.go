@@ -468,6 +468,15 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		if f["rdma.provider_rxe0"] == "" || f["rdma.provider_rxe0"] == "FAIL" {
 			t.Errorf("%s: rdma.provider/rxe0 = %q, want a fork-sharing verdict", name, f["rdma.provider_rxe0"])
 		}
+	case ScenarioNonRoot:
+		want("n1_run", "0")
+		want("n2_run", "0")
+		want("n1_state", "connected")
+		want("n1_host_uid", "1000")   // --user 1000:1000
+		want("n2_host_uid", "100000") // its root, mapped
+		want("n1_key_bytes", "0")     // the copy, emptied once read
+		want("n2_key_bytes", "0")
+		want("n1_send", "1")
 	case ScenarioQPLimit:
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4
 		if !strings.Contains(f["rdma_max"], "hca_object=16") {

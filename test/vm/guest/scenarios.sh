@@ -25,6 +25,8 @@
 #   qp-limit           a tenant's container.qps is the charge and the zygote's
 #                      real maximum: pool, own and on-demand QPs count; beyond
 #                      it a function is refused; rdma.max and rdma.current agree
+#   nonroot            zygotes as uid 1000 and in a user namespace read their
+#                      key (a copy of their own, emptied once read) and connect
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -772,6 +774,61 @@ EOF
 	cp "$W/swift.default.toml" "$W/swift.toml"
 }
 
+# nonroot: zygote containers that do not run as root: n1 as uid 1000
+# (ctr run --user), n2 in a user namespace (its root is host uid 100000).
+# Each reads its key (a copy of its own, emptied once read), starts, and
+# they connect to each other (same tenant: their keys agree); a function of
+# n1 sends to n2; the key copy is empty inside both containers.
+scenario_nonroot() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	nrun() { # ID LISTEN PEER=ADDR CTR-RUN-FLAGS...
+		id=$1 listen=$2 peers=$3
+		shift 3
+		rf=$(rootfs "$id")
+		: >"$W/$id.out"
+		ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" --log-uri "file://$W/$id.out" "$@" \
+			--annotation swift.io/rdma=true --annotation swift.io/zygote=true \
+			--annotation swift.io/name="$id" --annotation swift.io/listen="$listen" \
+			--annotation swift.io/tenant=t1 --annotation swift.io/peers="$peers" --annotation swift.io/pool=2 \
+			--rootfs "$rf" "$id" /bin/sleep 3600 >"$W/$id.run" 2>&1
+		fact "${id}_run" $?
+		cat "$W/$id.run"
+	}
+	nrun n1 18571 "n2=$P:18572" --user 1000:1000
+	# a user namespace: ctr's --uidmap acts on images only, and a spec file
+	# (--config) must say everything: ctr's default spec with a user
+	# namespace and its mappings, the host's network namespace, the
+	# rootfs, the command and the annotations
+	rf=$(rootfs n2)
+	: >"$W/n2.out"
+	ctr_ oci spec | sed \
+		-e 's|"namespaces": \[|"uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}], "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}], "namespaces": [{"type": "user"},|' \
+		-e 's|"type": "network"|"type": "network", "path": "/proc/1/ns/net"|' \
+		-e 's|"cgroupsPath": "[^"]*"|"cgroupsPath": "/swiftvm/n2"|' \
+		-e "s|\"path\": \"rootfs\"|\"path\": \"$rf\"|" \
+		-e "s|\"cwd\": \"/\",|\"cwd\": \"/\", \"args\": [\"/bin/sleep\", \"3600\"], \"env\": [\"$CPATH\"],|" \
+		-e "s|\"ociVersion\": \"\([0-9.]*\)\",|\"ociVersion\": \"\\1\", \"annotations\": {\"swift.io/rdma\": \"true\", \"swift.io/zygote\": \"true\", \"swift.io/name\": \"n2\", \"swift.io/listen\": \"18572\", \"swift.io/tenant\": \"t1\", \"swift.io/peers\": \"n1=$P:18571\", \"swift.io/pool\": \"2\"},|" \
+		>"$W/userns.json"
+	grep -n 'uidMappings\|annotations\|"args"\|"path"' "$W/userns.json"
+	ctr_ run -d --runtime "$RUNTIME" --log-uri "file://$W/n2.out" --config "$W/userns.json" n2 >"$W/n2.run" 2>&1
+	fact n2_run $?
+	cat "$W/n2.run"
+	if zwait n1 n2 connected; then fact n1_state connected; else fact n1_state not-connected; fi
+	for id in n1 n2; do
+		pid=$(zpid "$id")
+		fact "${id}_host_uid" "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")"
+		fact "${id}_key_bytes" "$(zexec "$id" /bin/sh -c 'wc -c < /.swift/tenant.keys' 2>&1)"
+		echo "--- $id.out"
+		cat "$W/$id.out"
+	done
+	out=$(zexec n1 /.swift/bin/swift-run --peer n2 -- firstsend 2>&1)
+	echo "$out"
+	fact n1_send "$(echo "$out" | grep -c '^firstsend: completed')"
+	zstop n1 n2
+}
+
 # zpid ID: the host pid of container ID's init (its zygote).
 zpid() { ctr_ task ls 2>/dev/null | awk -v id="$1" '$1 == id && $3 == "RUNNING" {print $2}'; }
 
@@ -967,7 +1024,7 @@ scenario_probe() {
 . "$(dirname "$0")/xscenarios.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
