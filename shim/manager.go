@@ -3,18 +3,15 @@ package shim
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 
 	"github.com/containerd/containerd/api/types"
 	"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2/manager"
 	"github.com/containerd/containerd/v2/pkg/shim"
-	"github.com/containerd/typeurl/v2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-
-	runtimeoptions "github.com/containerd/containerd/api/types/runtimeoptions/v1"
 )
 
 // Manager is runc's shim manager, with the runtime options containerd
@@ -62,7 +59,9 @@ func (m Manager) Start(ctx context.Context, id string, opts shim.StartOpts) (shi
 }
 
 // runcOptionsBytes converts a serialized Any holding runtimeoptions into
-// one holding runc options; anything else is returned unchanged.
+// one holding runc options (convertOptions); anything else, and options
+// of a type the shim does not know (Create refuses those), is returned
+// unchanged.
 func runcOptionsBytes(b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return b, nil
@@ -71,26 +70,10 @@ func runcOptionsBytes(b []byte) ([]byte, error) {
 	if err := proto.Unmarshal(b, &a); err != nil {
 		return b, nil
 	}
-	v, err := typeurl.UnmarshalAny(&a)
-	if err != nil {
+	_, out, err := convertOptions(&a)
+	if errors.Is(err, errUnsupportedOptions) || (err == nil && out == &a) {
 		return b, nil
 	}
-	ro, ok := v.(*runtimeoptions.Options)
-	if !ok {
-		return b, nil
-	}
-	body, name := ro.ConfigBody, "ConfigBody"
-	if len(body) == 0 && ro.ConfigPath != "" {
-		if body, err = os.ReadFile(ro.ConfigPath); err != nil {
-			return nil, fmt.Errorf("runtime options ConfigPath: %w", err)
-		}
-		name = ro.ConfigPath
-	}
-	o, err := ParseRuntimeOptions(name, body)
-	if err != nil {
-		return nil, err
-	}
-	out, err := typeurl.MarshalAnyToProto(o.runc())
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"github.com/pelletier/go-toml/v2"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
 )
 
@@ -64,36 +66,52 @@ func ParseRuntimeOptions(name string, body []byte) (RuntimeOptions, error) {
 // task service expects, and returns what was decoded. Runc options and no
 // options pass through unchanged.
 func ConvertOptions(r *taskapi.CreateTaskRequest) (RuntimeOptions, error) {
-	if r.Options.GetValue() == nil && r.Options.GetTypeUrl() == "" {
-		return RuntimeOptions{}, nil
-	}
-	v, err := typeurl.UnmarshalAny(r.Options)
+	ro, a, err := convertOptions(r.Options)
 	if err != nil {
-		return RuntimeOptions{}, fmt.Errorf("runtime options of type %q: %v: %w", r.Options.GetTypeUrl(), err, errdefs.ErrInvalidArgument)
+		return ro, err
+	}
+	r.Options = a
+	return ro, nil
+}
+
+// errUnsupportedOptions marks options of a type the shim does not know.
+var errUnsupportedOptions = errors.New("unsupported runtime options")
+
+// convertOptions is the one conversion of runtime options, for Create
+// (ConvertOptions) and for the shim's start (runcOptionsBytes): runc
+// options and none pass through; runtimeoptions.v1 (TOML in ConfigBody,
+// or a file at ConfigPath) are decoded and replaced by the runc options
+// they hold; any other type is an InvalidArgument error.
+func convertOptions(a *anypb.Any) (RuntimeOptions, *anypb.Any, error) {
+	if a.GetValue() == nil && a.GetTypeUrl() == "" {
+		return RuntimeOptions{}, a, nil
+	}
+	v, err := typeurl.UnmarshalAny(a)
+	if err != nil {
+		return RuntimeOptions{}, a, fmt.Errorf("runtime options of type %q: %v: %w", a.GetTypeUrl(), err, errdefs.ErrInvalidArgument)
 	}
 	var ro RuntimeOptions
 	switch o := v.(type) {
 	case *options.Options:
-		return RuntimeOptions{}, nil
+		return RuntimeOptions{}, a, nil
 	case *runtimeoptions.Options:
 		body, name := o.ConfigBody, "ConfigBody"
 		if len(body) == 0 && o.ConfigPath != "" {
 			if body, err = os.ReadFile(o.ConfigPath); err != nil {
-				return ro, fmt.Errorf("runtime options ConfigPath: %v: %w", err, errdefs.ErrInvalidArgument)
+				return ro, a, fmt.Errorf("runtime options ConfigPath: %v: %w", err, errdefs.ErrInvalidArgument)
 			}
 			name = o.ConfigPath
 		}
 		if ro, err = ParseRuntimeOptions(name, body); err != nil {
-			return ro, err
+			return ro, a, err
 		}
 	default:
-		return ro, fmt.Errorf("runtime options of type %q are not supported (want runc or runtimeoptions.v1 options): %w",
-			r.Options.GetTypeUrl(), errdefs.ErrInvalidArgument)
+		return ro, a, fmt.Errorf("runtime options of type %q are not supported (want runc or runtimeoptions.v1 options): %w: %w",
+			a.GetTypeUrl(), errUnsupportedOptions, errdefs.ErrInvalidArgument)
 	}
-	a, err := typeurl.MarshalAnyToProto(ro.runc())
+	out, err := typeurl.MarshalAnyToProto(ro.runc())
 	if err != nil {
-		return ro, fmt.Errorf("encode runc options: %w", err)
+		return ro, a, fmt.Errorf("encode runc options: %w", err)
 	}
-	r.Options = a
-	return ro, nil
+	return ro, out, nil
 }
