@@ -49,6 +49,56 @@ func zygoteHere(s *specs.Spec, o annotations.Options) bool {
 	return o.ZygoteContainer == "" || name == "" || name == o.ZygoteContainer
 }
 
+// decision is everything Create decides for an opted-in container, with
+// no side effect: the tenant and what it grants (the devices, the limits,
+// the lease's charge), every spec edit (verbs included), the files to
+// write (the zygote's pool description and key copy) and the warnings.
+// editBundle only applies it.
+type decision struct {
+	tenancy  *tenancy
+	mods     []inject.Modifier
+	zygote   *zygotePrep // nil without a zygote here
+	warnings []string
+}
+
+// decide makes the decision for spec (opts are its parsed annotations).
+func decide(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, node Node) (*decision, error) {
+	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
+	if err != nil {
+		return nil, fmt.Errorf("discover RDMA devices: %w", err)
+	}
+	// The tenant policy: who the container belongs to, and what it may have.
+	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv)
+	if err != nil {
+		return nil, err
+	}
+	opts = ten.opts
+	hard, canRaise := rdma.MemlockLimits()
+	in := inject.Node{
+		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
+		MemlockHard: hard, CanRaiseMemlock: canRaise,
+		Limits: &ten.limits, Seccomp: ten.seccomp,
+	}
+	d := &decision{tenancy: ten}
+	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
+		if d.zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
+			return nil, err
+		}
+		in.Zygote = d.zygote.mod
+	}
+	if d.mods, d.warnings, err = inject.Plan(cfg, opts, in); err != nil {
+		return nil, err
+	}
+	vd := inject.DecideVerbs(opts.Verbs, verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}}))
+	if vd.Warning != "" {
+		d.warnings = append(d.warnings, vd.Warning)
+	}
+	if vd.Modifier != nil {
+		d.mods = append(d.mods, *vd.Modifier)
+	}
+	return d, nil
+}
+
 // editBundle is EditBundle returning the lease it took (nil without a policy).
 func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leaseRef, retErr error) {
 	path := filepath.Join(bundle, SpecFile)
@@ -79,44 +129,15 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		}
 		return nil, nil
 	}
-	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
-	if err != nil {
-		return nil, fmt.Errorf("discover RDMA devices: %w", err)
-	}
-	// The tenant policy: who the container belongs to, and what it may have.
-	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv)
+	d, err := decide(ctx, bundle, spec, cfg, opts, node)
 	if err != nil {
 		return nil, err
 	}
-	opts = ten.opts
-	hard, canRaise := rdma.MemlockLimits()
-	in := inject.Node{
-		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
-		MemlockHard: hard, CanRaiseMemlock: canRaise,
-		Limits: &ten.limits, Seccomp: ten.seccomp,
-	}
-	var zp *zygotePrep
-	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
-		if zp, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
-			return nil, err
-		}
-		in.Zygote = zp.mod
-	}
-	mods, warnings, err := inject.Plan(cfg, opts, in)
-	if err != nil {
-		return nil, err
-	}
-	vd := inject.DecideVerbs(opts.Verbs, verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}}))
-	if vd.Warning != "" {
-		warnings = append(warnings, vd.Warning)
-	}
-	if vd.Modifier != nil {
-		mods = append(mods, *vd.Modifier)
-	}
-	for _, w := range warnings {
+	ten, zp := d.tenancy, d.zygote
+	for _, w := range d.warnings {
 		log.G(ctx).Warn("swift: " + w)
 	}
-	if err := inject.Apply(spec, mods); err != nil {
+	if err := inject.Apply(spec, d.mods); err != nil {
 		return nil, err
 	}
 	if err := validateSpec(spec); err != nil {
@@ -162,7 +183,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		}
 		return nil, err
 	}
-	log.G(ctx).WithField("devices", strings.Join(ten.devices, ",")).WithField("zygote", in.Zygote != nil).
+	log.G(ctx).WithField("devices", strings.Join(ten.devices, ",")).WithField("zygote", zp != nil).
 		WithField("tenant", ten.tenant.Name).WithField("lease", lease != nil).Info("swift: rdma injected")
 	return lease, nil
 }
