@@ -55,19 +55,6 @@ type Params struct {
 	CRISection map[string]any
 }
 
-// DefaultParams are the parameters the examples are generated with.
-func DefaultParams(version int) Params {
-	return Params{
-		Version:     version,
-		Name:        DefaultRuntimeName,
-		BinaryName:  DefaultBinaryName,
-		SwiftConfig: DefaultSwiftConfig,
-		Root:        DefaultConfigPath,
-		Dir:         "/etc/containerd/conf.d",
-		Glob:        "/etc/containerd/conf.d/*.toml",
-	}
-}
-
 var dropIn = template.Must(template.New("drop-in").Funcs(template.FuncMap{"quote": quote}).Parse(
 	`{{if eq .Version 2 -}}
 # containerd 1.7 (config version 2): drop into the directory named by

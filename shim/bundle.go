@@ -30,17 +30,6 @@ type Node struct {
 	CgroupRoot string
 }
 
-// EditBundle applies the Swift injection to bundle/config.json. Containers
-// that do not opt in, and the CRI sandbox container, are left as they are.
-// On error the file is unchanged and no lease is held. On success, under a
-// tenant policy, the container's lease stays in the ledger (the task
-// service releases it on Delete; `swiftctl pools gc` once the container is
-// gone).
-func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
-	_, err := editBundle(ctx, bundle, cfgPath, node)
-	return err
-}
-
 // zygoteHere tells whether this container runs the zygote asked for: in a
 // pod whose annotations name a zygote container (they reach every
 // container), only that one does; the others get RDMA without a zygote.

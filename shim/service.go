@@ -95,13 +95,6 @@ func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskap
 	return resp, err
 }
 
-// Prepare converts the request's runtime options and edits <bundle>/config.json.
-// A lease it takes stays in the ledger (see EditBundle).
-func Prepare(ctx context.Context, r *taskapi.CreateTaskRequest) error {
-	_, err := prepare(ctx, r)
-	return err
-}
-
 // prepare is Prepare returning the container's lease (nil without a policy).
 func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, error) {
 	ropts, err := ConvertOptions(r)
