@@ -475,6 +475,7 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("n1_host_uid", "1000")   // --user 1000:1000
 		want("n2_host_uid", "100000") // its root, mapped
 		want("n1_key_bytes", "0")     // the copy, emptied once read
+		want("n1_key_inside", "0")
 		want("n2_key_bytes", "0")
 		want("n1_send", "1")
 	case ScenarioQPLimit:

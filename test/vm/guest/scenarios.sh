@@ -799,9 +799,15 @@ scenario_nonroot() {
 	nrun n1 18571 "n2=$P:18572" --user 1000:1000
 	# a user namespace: ctr's --uidmap acts on images only, and a spec file
 	# (--config) must say everything: ctr's default spec with a user
-	# namespace and its mappings, the host's network namespace, the
+	# namespace and its mappings, the host's network namespace (so /sys is
+	# bound, not mounted: sysfs needs a network namespace of its own), the
 	# rootfs, the command and the annotations
-	rf=$(rootfs n2)
+	# owned by the namespace's root, as a remapped snapshot would be, where
+	# that root can reach it ($W is root's only)
+	rf=/tmp/userns-rootfs-n2
+	rm -rf "$rf"
+	cp -a "$W/rootfs" "$rf" || fail "cannot copy rootfs for n2"
+	chown -R 100000:100000 "$rf"
 	: >"$W/n2.out"
 	ctr_ oci spec | sed \
 		-e 's|"namespaces": \[|"uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}], "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}], "namespaces": [{"type": "user"},|' \
@@ -810,8 +816,9 @@ scenario_nonroot() {
 		-e "s|\"path\": \"rootfs\"|\"path\": \"$rf\"|" \
 		-e "s|\"cwd\": \"/\",|\"cwd\": \"/\", \"args\": [\"/bin/sleep\", \"3600\"], \"env\": [\"$CPATH\"],|" \
 		-e "s|\"ociVersion\": \"\([0-9.]*\)\",|\"ociVersion\": \"\\1\", \"annotations\": {\"swift.io/rdma\": \"true\", \"swift.io/zygote\": \"true\", \"swift.io/name\": \"n2\", \"swift.io/listen\": \"18572\", \"swift.io/tenant\": \"t1\", \"swift.io/peers\": \"n1=$P:18571\", \"swift.io/pool\": \"2\"},|" \
+		| awk '/"destination": "\/sys",/{s=1} s&&/"type": "sysfs"/{sub(/"sysfs"/,"\"bind\"")} s&&/"source": "sysfs"/{sub(/"sysfs"/,"\"/sys\"")} s&&/"nosuid"/{sub(/"nosuid"/,"\"rbind\", \"nosuid\""); s=0} {print}' \
 		>"$W/userns.json"
-	grep -n 'uidMappings\|annotations\|"args"\|"path"' "$W/userns.json"
+	grep -n -A4 'uidMappings\|annotations\|"args"\|"path"\|"destination": "/sys"' "$W/userns.json"
 	ctr_ run -d --runtime "$RUNTIME" --log-uri "file://$W/n2.out" --config "$W/userns.json" n2 >"$W/n2.run" 2>&1
 	fact n2_run $?
 	cat "$W/n2.run"
@@ -819,10 +826,13 @@ scenario_nonroot() {
 	for id in n1 n2; do
 		pid=$(zpid "$id")
 		fact "${id}_host_uid" "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")"
-		fact "${id}_key_bytes" "$(zexec "$id" /bin/sh -c 'wc -c < /.swift/tenant.keys' 2>&1)"
+		# the copy mounted at /.swift/tenant.keys, seen from the node
+		# (ctr task exec cannot enter n2: it joins a network namespace)
+		fact "${id}_key_bytes" "$(wc -c <"$W/containerd/io.containerd.runtime.v2.task/$NS/$id/swift-tenant.keys")"
 		echo "--- $id.out"
 		cat "$W/$id.out"
 	done
+	fact n1_key_inside "$(zexec n1 /bin/sh -c 'wc -c < /.swift/tenant.keys' 2>&1)"
 	out=$(zexec n1 /.swift/bin/swift-run --peer n2 -- firstsend 2>&1)
 	echo "$out"
 	fact n1_send "$(echo "$out" | grep -c '^firstsend: completed')"
