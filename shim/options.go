@@ -74,7 +74,8 @@ func ConvertOptions(r *taskapi.CreateTaskRequest) (RuntimeOptions, error) {
 	return ro, nil
 }
 
-// errUnsupportedOptions marks options of a type the shim does not know.
+// errUnsupportedOptions marks options of a type the shim does not know
+// (or bytes that are no options at all: the shim's start passes them on).
 var errUnsupportedOptions = errors.New("unsupported runtime options")
 
 // convertOptions is the one conversion of runtime options, for Create
@@ -88,7 +89,7 @@ func convertOptions(a *anypb.Any) (RuntimeOptions, *anypb.Any, error) {
 	}
 	v, err := typeurl.UnmarshalAny(a)
 	if err != nil {
-		return RuntimeOptions{}, a, fmt.Errorf("runtime options of type %q: %v: %w", a.GetTypeUrl(), err, errdefs.ErrInvalidArgument)
+		return RuntimeOptions{}, a, fmt.Errorf("runtime options of type %q: %v: %w: %w", a.GetTypeUrl(), err, errUnsupportedOptions, errdefs.ErrInvalidArgument)
 	}
 	var ro RuntimeOptions
 	switch o := v.(type) {

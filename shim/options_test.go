@@ -3,6 +3,8 @@ package shim
 import (
 	"bytes"
 	"fmt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -307,5 +309,41 @@ func TestConvertOptionsErrors(t *testing.T) {
 				t.Error("r.Options changed despite the error")
 			}
 		})
+	}
+}
+
+// TestRuncOptionsBytes: the shim's start converts runtimeoptions to runc
+// options and passes everything else on unchanged: no options, bytes that
+// are no Any, an Any of a type it does not know, runc options.
+func TestRuncOptionsBytes(t *testing.T) {
+	enc := func(a *anypb.Any) []byte {
+		b, err := proto.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	runc := enc(marshalAny(t, &options.Options{BinaryName: "runc-x"}).Options)
+	unknown := enc(&anypb.Any{TypeUrl: "quota-50", Value: []byte("x")})
+	for _, in := range [][]byte{nil, {0xff, 0x01}, unknown, runc} {
+		out, err := runcOptionsBytes(in)
+		if err != nil || !bytes.Equal(out, in) {
+			t.Errorf("runcOptionsBytes(%x) = %x, %v; want it unchanged", in, out, err)
+		}
+	}
+	ro := enc(marshalAny(t, &runtimeoptions.Options{ConfigBody: []byte("BinaryName = \"runc-y\"\n")}).Options)
+	out, err := runcOptionsBytes(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a anypb.Any
+	if err := proto.Unmarshal(out, &a); err != nil {
+		t.Fatal(err)
+	}
+	if o := runcOptions(t, &taskapi.CreateTaskRequest{Options: &a}); o.BinaryName != "runc-y" {
+		t.Errorf("converted options: BinaryName %q, want runc-y", o.BinaryName)
+	}
+	if _, err := runcOptionsBytes(enc(marshalAny(t, &runtimeoptions.Options{ConfigBody: []byte("Bogus = 1\n")}).Options)); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("bad runtimeoptions at start: %v, want InvalidArgument", err)
 	}
 }
