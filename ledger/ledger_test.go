@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -506,5 +508,28 @@ func TestSalvageAndRebuild(t *testing.T) {
 	}
 	if old, err := os.ReadFile(aside); err != nil || len(old) != len(data) {
 		t.Errorf("old file aside: %d bytes, %v", len(old), err)
+	}
+}
+
+// TestCheckBlessesASoundFile: a sound ledger whose sum is missing or
+// stale is checked by a process of its own, works, and gets its sum.
+func TestCheckBlessesASoundFile(t *testing.T) {
+	l := New(t.TempDir())
+	l.Alive = func(Lease) bool { return true }
+	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	sumFile := l.Path + ".sum"
+	if err := os.WriteFile(sumFile, []byte("stale\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := l.List(); err != nil || len(ls) != 1 {
+		t.Fatalf("List with a stale sum: %+v, %v", ls, err)
+	}
+	data, _ := os.ReadFile(l.Path)
+	got, _ := os.ReadFile(sumFile)
+	sum := sha256.Sum256(data)
+	if strings.TrimSpace(string(got)) != hex.EncodeToString(sum[:]) {
+		t.Errorf("sum after the check %q, want the file's", got)
 	}
 }

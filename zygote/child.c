@@ -162,12 +162,12 @@ static void unmap_all(struct range *r, int n)
 	munmap((void *)r[0].a, r[0].b - r[0].a);
 }
 
-/* scrub drops what is not this function's from its copy of the zygote.
- * Only what holds something is written: every page written here is a
- * page the fork must copy. */
+/* scrub drops what is not this function's from its copy of the zygote
+ * (slot -1: nothing is, as in the resolver). Only what holds something is
+ * written: every page written here is a page the fork must copy. */
 static void scrub(struct zygote *z, int slot)
 {
-	struct child *me = &z->children[slot];
+	struct child *me = slot >= 0 ? &z->children[slot] : NULL;
 	struct range *un = malloc(sizeof(*un) * SWIFT_MAX_QPS * (SWIFT_ROW_MAPS + 1));
 	int i, j, mine, n = 0;
 
@@ -180,7 +180,7 @@ static void scrub(struct zygote *z, int slot)
 
 		if (r->state == ROW_EMPTY)
 			continue;
-		for (mine = 0, j = 0; j < me->nrows && !mine; j++)
+		for (mine = 0, j = 0; me && j < me->nrows && !mine; j++)
 			mine = me->rows[j] == i;
 		for (j = 0; j < r->nmaps; j++)
 			/* rxe, siw: the kernel reads what the send and receive
@@ -215,6 +215,22 @@ static __attribute__((noinline)) void scrub_stack(void)
 
 	explicit_bzero(below, sizeof(below));
 	__asm__ volatile("" : : "r"(below) : "memory");
+}
+
+/* swift_scrub_all makes a forked helper of the zygote (the name
+ * resolver, whose getaddrinfo may load NSS modules from the container's
+ * files) hold nothing of the zygote: no key, no queue or slice mapping, no
+ * fd but keep (the device file would take its verbs commands: it has the
+ * zygote's credentials). */
+void swift_scrub_all(struct zygote *z, int keep)
+{
+	int fd;
+
+	scrub(z, -1);
+	scrub_stack();
+	for (fd = 0; fd < 1024; fd++)
+		if (fd != keep)
+			close(fd);
 }
 
 /* Own QPs: on a device context the function opens itself. */

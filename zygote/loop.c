@@ -287,6 +287,8 @@ static void start_resolver(struct zygote *z, int peer)
 		struct addrinfo hints, *res = NULL;
 		uint32_t a = 0;
 
+		/* getaddrinfo may run NSS modules the container planted */
+		swift_scrub_all(z, fds[1]);
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_family = AF_INET;
 		hints.ai_socktype = SOCK_STREAM;

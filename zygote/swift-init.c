@@ -243,6 +243,11 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < z->cfg.npeers; i++)
 		z->cfg.peers[i].link = -1;
+	/* the key first: its copy is emptied before anything else runs */
+	if (read_key(z, err, sizeof(err))) {
+		zlog(z, "%s", err);
+		goto out_sig;
+	}
 	if (!z->status_path)
 		z->status_path = "/run/swift/pool.status";
 	if (z->cfg.function_uid_base) {
@@ -252,10 +257,6 @@ int main(int argc, char **argv)
 		if (!z->uids_ok)
 			zlog(z, "function_uids %u..%u: cannot switch to them (%s); functions run as uid %d", z->cfg.function_uid_base,
 			     z->cfg.function_uid_base + SWIFT_MAX_CHILDREN - 1, strerror(errno), (int)getuid());
-	}
-	if (read_key(z, err, sizeof(err))) {
-		zlog(z, "%s", err);
-		goto out_sig;
 	}
 	{
 		uint64_t t0 = swift_now_us();

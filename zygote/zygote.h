@@ -551,6 +551,8 @@ int swift_dial_peer(struct zygote *z, int peer, enum conn_purpose purpose, int c
 void swift_rowops_init(struct zygote *z);
 
 /* child.c */
+/* A forked helper drops all of the zygote but the fd keep (child.c). */
+void swift_scrub_all(struct zygote *z, int keep);
 void swift_run_child(struct zygote *z, int slot, struct swift_request *req, int relay) __attribute__((noreturn));
 
 /* init.c */

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
@@ -26,6 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	ledger.RunCheckIfAsked() // this binary reads ledgers too
 	os.Exit(run(m))
 }
 
