@@ -796,7 +796,10 @@ scenario_nonroot() {
 		fact "${id}_run" $?
 		cat "$W/$id.run"
 	}
-	nrun n1 18571 "n2=$P:18572" --user 1000:1000
+	# n1 names its peer by host name: its resolver (a fork that drops all of
+	# the zygote first) looks it up in the container's /etc/hosts (the
+	# node's, bound by --net-host: localhost)
+	nrun n1 18571 "n2=localhost:18572" --user 1000:1000
 	# a user namespace: ctr's --uidmap acts on images only, and a spec file
 	# (--config) must say everything: ctr's default spec with a user
 	# namespace and its mappings, the host's network namespace (so /sys is
