@@ -37,8 +37,8 @@ type Zygote struct {
 	BinDir   string // host directory with swift-init and swift-run
 	ConfPath string // host path of the pool description
 	KeyPath  string // host path of the tenant key (mode 0400)
-	// KeyCopy: KeyPath is this container's own copy of the keyring, which
-	// swift-init empties once read (key_once), so it is mounted writable.
+	// KeyCopy: KeyPath is this container's own key FIFO, which the shim
+	// feeds once and swift-init reads once.
 	KeyCopy bool
 	// Owner, when set, is the container's user (uid, gid), which owns
 	// the zygote's socket directory: a zygote that does not run as root.
@@ -52,9 +52,6 @@ func (Zygote) Name() string { return "zygote" }
 func (m Zygote) mounts() []specs.Mount {
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
 	key := ro
-	if m.KeyCopy {
-		key = []string{"rbind", "rw", "nosuid", "nodev", "noexec"}
-	}
 	run := []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}
 	if m.Owner != nil {
 		run = append(run, fmt.Sprintf("uid=%d", m.Owner[0]), fmt.Sprintf("gid=%d", m.Owner[1]))

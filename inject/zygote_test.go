@@ -112,13 +112,13 @@ func TestZygoteModify(t *testing.T) {
 	runModCases(t, []modCase{
 		{name: "plain", mod: z, in: spec([]string{"sleep", "9"}),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: ours}},
-		{name: "a non-root zygote: its own key copy (writable) and socket dir",
+		{name: "a non-root zygote: its own key FIFO and socket dir",
 			mod: Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf", KeyPath: "/run/b/swift-tenant.keys",
 				KeyCopy: true, Owner: &[2]uint32{1000, 1001}},
 			in: spec([]string{"sleep", "9"}),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: []specs.Mount{
 				ours[0], ours[1],
-				{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/run/b/swift-tenant.keys", Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}},
+				{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/run/b/swift-tenant.keys", Options: ro},
 				{Destination: "/run/swift", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m", "uid=1000", "gid=1001"}},
 			}}},
 		{name: "a parent mount (/run) stays before the zygote's", mod: z, in: spec([]string{"sleep", "9"}, run),

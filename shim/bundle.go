@@ -172,6 +172,9 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		}
 		return nil, err
 	}
+	if zp != nil {
+		zp.feedKey()
+	}
 	log.G(ctx).WithField("devices", strings.Join(ten.devices, ",")).WithField("zygote", zp != nil).
 		WithField("tenant", ten.tenant.Name).WithField("lease", lease != nil).Info("swift: rdma injected")
 	return lease, nil

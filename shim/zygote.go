@@ -1,9 +1,11 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -178,29 +180,61 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	return p, nil
 }
 
-// writeKeyCopy writes the container's copy of its keyring, owned by its
-// user on the host, readable by nobody else.
+// writeKeyCopy makes the container's key FIFO at mod.KeyPath, owned by
+// its user on the host, readable by nobody else: a FIFO, so that nothing
+// stays behind once swift-init has read the key and nothing the container
+// writes there grows on the node's /run (feedKey writes the key into it).
 func (p *zygotePrep) writeKeyCopy() error {
 	if p.keyCopy == nil {
 		return nil
 	}
-	f, err := os.OpenFile(p.mod.KeyPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	path := p.mod.KeyPath
+	if err := unix.Mkfifo(path, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("make the container's key FIFO: %w", err)
+	}
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		err = fmt.Errorf("%s is not a FIFO", path)
+	}
+	if err == nil {
+		err = unix.Lchown(path, int(p.keyOwner[0]), int(p.keyOwner[1]))
+	}
+	if err == nil {
+		err = unix.Chmod(path, 0o600)
+	}
 	if err != nil {
-		return fmt.Errorf("write the container's keyring copy: %w", err)
-	}
-	_, werr := f.Write(p.keyCopy)
-	if werr == nil {
-		werr = f.Chown(int(p.keyOwner[0]), int(p.keyOwner[1]))
-	}
-	if werr == nil {
-		werr = f.Chmod(0o600)
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(p.mod.KeyPath)
-		return fmt.Errorf("write the container's keyring copy: %w", werr)
+		os.Remove(path)
+		return fmt.Errorf("make the container's key FIFO: %w", err)
 	}
 	return nil
+}
+
+// feedKey writes the key into the container's FIFO once a reader (its
+// swift-init) has opened it, then closes it: swift-init reads it to EOF.
+// It tries with a growing pause (5 to 50 ms) and gives up when the FIFO
+// is gone (the bundle was deleted). The key leaves its memory after.
+func (p *zygotePrep) feedKey() {
+	if p.keyCopy == nil {
+		return
+	}
+	key, path := p.keyCopy, p.mod.KeyPath
+	p.keyCopy = nil
+	go func() {
+		defer clear(key)
+		pause := 5 * time.Millisecond
+		for {
+			fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err == nil {
+				_, _ = unix.Write(fd, key)
+				unix.Close(fd)
+				return
+			}
+			if err != unix.ENXIO && err != unix.EINTR {
+				return // gone, or not ours to feed
+			}
+			time.Sleep(pause)
+			pause = min(pause*2, 50*time.Millisecond)
+		}
+	}()
 }

@@ -170,10 +170,9 @@ func TestZygoteHere(t *testing.T) {
 	}
 }
 
-// TestPrepareZygoteKeyCopy: every zygote gets a copy of the tenant's
-// ring of its own, owned by its user on the host and emptied by
-// swift-init once read (key_once); a non-root one owns its socket
-// directory; an unmapped user is refused.
+// TestPrepareZygoteKeyCopy: every zygote gets the tenant's ring through a
+// FIFO of its own, owned by its user on the host, fed once; a non-root
+// one owns its socket directory; an unmapped user is refused.
 func TestPrepareZygoteKeyCopy(t *testing.T) {
 	needRoot(t)
 	bin := t.TempDir()
@@ -234,16 +233,18 @@ func TestPrepareZygoteKeyCopy(t *testing.T) {
 				t.Fatal(err)
 			}
 			var st unix.Stat_t
-			if err := unix.Stat(p.mod.KeyPath, &st); err != nil {
+			if err := unix.Lstat(p.mod.KeyPath, &st); err != nil {
 				t.Fatal(err)
 			}
-			if st.Uid != tc.hostUser[0] || st.Gid != tc.hostUser[1] || st.Mode&0o777 != 0o600 {
-				t.Errorf("copy owned %d:%d mode %o, want %d:%d 0600", st.Uid, st.Gid, st.Mode&0o777, tc.hostUser[0], tc.hostUser[1])
+			if st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Uid != tc.hostUser[0] || st.Gid != tc.hostUser[1] || st.Mode&0o777 != 0o600 {
+				t.Errorf("key FIFO mode %o owned %d:%d, want a FIFO 0600 of %d:%d", st.Mode, st.Uid, st.Gid, tc.hostUser[0], tc.hostUser[1])
 			}
+			// the shim feeds the key once; a reader gets it, then EOF
+			p.feedKey()
 			got, err := os.ReadFile(p.mod.KeyPath)
 			want, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
 			if err != nil || string(got) != string(want) {
-				t.Errorf("copy holds %q, want the ring's %q", got, want)
+				t.Errorf("the FIFO gave %q (%v), want the ring's %q", got, err, want)
 			}
 		})
 	}

@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -138,10 +139,50 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		z->nkeys = 1;
 		return 0;
 	}
-	fd = open(z->cfg.key_file, (z->cfg.key_once ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO opens without a writer (the shim's feeder comes) */
+	fd = open(z->cfg.key_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
 		return -1;
+	}
+	if (!fstat(fd, &st) && S_ISFIFO(st.st_mode)) {
+		/* the shim feeds the key through a FIFO once: nothing stays
+		 * behind to read, and nothing grows on the node's /run */
+		size_t got = 0;
+
+		for (;;) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+
+			if (got >= sizeof(b) || poll(&p, 1, 10000) != 1)
+				break;
+			n = read(fd, b + got, sizeof(b) - got);
+			if (n <= 0 && !(n < 0 && errno == EAGAIN))
+				break; /* EOF: the feeder closed */
+			if (n > 0)
+				got += (size_t)n;
+		}
+		close(fd);
+		if (!got || got > 4096) {
+			explicit_bzero(b, sizeof(b));
+			snprintf(err, errlen, "tenant key %s: the shim fed %s", z->cfg.key_file, got ? "too much" : "nothing");
+			return -1;
+		}
+		z->nkeys = swift_keys_parse(b, got, z->keys, SWIFT_KEYS_MAX, why, sizeof(why));
+		explicit_bzero(b, sizeof(b));
+		if (z->nkeys < 0) {
+			snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, why);
+			z->nkeys = 0;
+			return -1;
+		}
+		return 0;
+	}
+	if (z->cfg.key_once) {
+		close(fd);
+		fd = open(z->cfg.key_file, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
+			return -1;
+		}
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > 4096) {
 		snprintf(err, errlen, "tenant key %s: not a regular file of at most 4096 bytes", z->cfg.key_file);

@@ -474,9 +474,9 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("n1_state", "connected")
 		want("n1_host_uid", "1000")   // --user 1000:1000
 		want("n2_host_uid", "100000") // its root, mapped
-		want("n1_key_bytes", "0")     // the copy, emptied once read
-		want("n1_key_inside", "0")
-		want("n2_key_bytes", "0")
+		want("n1_key", "fifo")        // fed once by the shim, read once
+		want("n1_key_inside", "fifo")
+		want("n2_key", "fifo")
 		want("n1_send", "1")
 	case ScenarioQPLimit:
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4

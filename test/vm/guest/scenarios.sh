@@ -26,7 +26,7 @@
 #                      real maximum: pool, own and on-demand QPs count; beyond
 #                      it a function is refused; rdma.max and rdma.current agree
 #   nonroot            zygotes as uid 1000 and in a user namespace read their
-#                      key (a copy of their own, emptied once read) and connect
+#                      key (fed once through a FIFO of their own) and connect
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -776,7 +776,7 @@ EOF
 
 # nonroot: zygote containers that do not run as root: n1 as uid 1000
 # (ctr run --user), n2 in a user namespace (its root is host uid 100000).
-# Each reads its key (a copy of its own, emptied once read), starts, and
+# Each reads its key (fed once through a FIFO of its own), starts, and
 # they connect to each other (same tenant: their keys agree); a function of
 # n1 sends to n2; the key copy is empty inside both containers.
 scenario_nonroot() {
@@ -829,13 +829,15 @@ scenario_nonroot() {
 	for id in n1 n2; do
 		pid=$(zpid "$id")
 		fact "${id}_host_uid" "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")"
-		# the copy mounted at /.swift/tenant.keys, seen from the node
-		# (ctr task exec cannot enter n2: it joins a network namespace)
-		fact "${id}_key_bytes" "$(wc -c <"$W/containerd/io.containerd.runtime.v2.task/$NS/$id/swift-tenant.keys")"
+		# the key FIFO mounted at /.swift/tenant.keys, seen from the node
+		# (ctr task exec cannot enter n2: it joins a network namespace);
+		# the zygote read it (it started), nothing is left to read
+		f="$W/containerd/io.containerd.runtime.v2.task/$NS/$id/swift-tenant.keys"
+		if [ -p "$f" ]; then fact "${id}_key" fifo; else fact "${id}_key" "not a fifo: $(ls -l "$f" 2>&1)"; fi
 		echo "--- $id.out"
 		cat "$W/$id.out"
 	done
-	fact n1_key_inside "$(zexec n1 /bin/sh -c 'wc -c < /.swift/tenant.keys' 2>&1)"
+	fact n1_key_inside "$(zexec n1 /bin/sh -c '[ -p /.swift/tenant.keys ] && echo fifo' 2>&1)"
 	out=$(zexec n1 /.swift/bin/swift-run --peer n2 -- firstsend 2>&1)
 	echo "$out"
 	fact n1_send "$(echo "$out" | grep -c '^firstsend: completed')"
