@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -210,6 +211,9 @@ func (p *zygotePrep) writeKeyCopy() error {
 	return nil
 }
 
+// feeders holds the key FIFOs this shim is feeding.
+var feeders sync.Map
+
 // feedKey writes the key into the container's FIFO once a reader (its
 // swift-init) has opened it, then closes it: swift-init reads it to EOF.
 // It tries with a growing pause (5 to 50 ms) and gives up when the FIFO
@@ -220,7 +224,12 @@ func (p *zygotePrep) feedKey() {
 	}
 	key, path := p.keyCopy, p.mod.KeyPath
 	p.keyCopy = nil
+	if _, busy := feeders.LoadOrStore(path, true); busy {
+		clear(key) // a retried Create: one feeder per FIFO
+		return
+	}
 	go func() {
+		defer feeders.Delete(path)
 		defer clear(key)
 		pause := 5 * time.Millisecond
 		for {
