@@ -36,10 +36,7 @@ const (
 type Zygote struct {
 	BinDir   string // host directory with swift-init and swift-run
 	ConfPath string // host path of the pool description
-	KeyPath  string // host path of the tenant key (mode 0400)
-	// KeyCopy: KeyPath is this container's own key FIFO, which the shim
-	// feeds once and swift-init reads once.
-	KeyCopy bool
+	KeyPath  string // host path of the container's key FIFO (the shim feeds it once)
 	// Owner, when set, is the container's user (uid, gid), which owns
 	// the zygote's socket directory: a zygote that does not run as root.
 	Owner *[2]uint32
@@ -51,7 +48,6 @@ func (Zygote) Name() string { return "zygote" }
 // mounts are the zygote's mounts, in order.
 func (m Zygote) mounts() []specs.Mount {
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
-	key := ro
 	run := []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}
 	if m.Owner != nil {
 		run = append(run, fmt.Sprintf("uid=%d", m.Owner[0]), fmt.Sprintf("gid=%d", m.Owner[1]))
@@ -59,7 +55,7 @@ func (m Zygote) mounts() []specs.Mount {
 	return []specs.Mount{
 		{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro},
 		{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro},
-		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: key},
+		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro},
 		{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs", Options: run},
 	}
 }
@@ -109,7 +105,7 @@ func claimMounts(s *specs.Spec, what string, want []specs.Mount, roots, except [
 // container. A spec this modifier edited before (a retried Create) keeps
 // its wrapped args and gets the same mounts again. (An entrypoint that
 // starts swift-init some other way, through a symlink or a shell, finds
-// the key copy already emptied by the real one: see key_once.)
+// the key FIFO already read by the real one.)
 func (m Zygote) Modify(s *specs.Spec) error {
 	if s.Process == nil || len(s.Process.Args) == 0 {
 		return fmt.Errorf("spec has no process args to run under the zygote: %w", errdefs.ErrInvalidArgument)
@@ -159,9 +155,6 @@ type PoolConfig struct {
 	// held for peers, rows on demand, its functions' own QPs): the QP
 	// charge of a tenant with container.qps; 0: no limit.
 	QPLimit uint64
-	// KeyOnce: the key file is the container's own copy; swift-init
-	// empties it once read (functions run as its user and could read it).
-	KeyOnce bool
 }
 
 // NewPoolConfig derives the pool description from a container's options;
@@ -207,9 +200,6 @@ func (pc PoolConfig) Render() []byte {
 	}
 	if pc.QPLimit != 0 {
 		fmt.Fprintf(&b, "qp_limit %d\n", pc.QPLimit)
-	}
-	if pc.KeyOnce {
-		b.WriteString("key_once 1\n")
 	}
 	if pc.AcceptOnly {
 		if len(pc.Accept) == 0 {

@@ -166,9 +166,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	if err := writeSpecAtomic(path, spec); err != nil {
 		if zp != nil {
 			os.Remove(zp.mod.ConfPath)
-			if zp.keyCopy != nil {
-				os.Remove(zp.mod.KeyPath)
-			}
+			os.Remove(zp.mod.KeyPath)
 		}
 		return nil, err
 	}

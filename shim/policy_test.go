@@ -246,7 +246,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n",
-		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n", "\nkey_once 1\n"} {
+		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)
 		}

@@ -101,9 +101,8 @@ func functionUIDs(s *specs.Spec, base uint32) uint32 {
 	return 0
 }
 
-// KeyCopyFile is the container's own copy of its tenant's keyring, in
-// the bundle, for a zygote that does not run as root or whose functions
-// run as its user.
+// KeyCopyFile is the container's key FIFO in the bundle, through which
+// the shim feeds its tenant's keyring to the zygote once.
 const KeyCopyFile = "swift-tenant.keys"
 
 // zygotePrep is what prepareZygote decided: the modifier, and the files
@@ -111,8 +110,8 @@ const KeyCopyFile = "swift-tenant.keys"
 type zygotePrep struct {
 	mod      *inject.Zygote
 	poolConf []byte
-	// keyCopy, when set, is written at mod.KeyPath (mode 0600, owned by
-	// keyOwner on the host)
+	// keyCopy is the ring feedKey writes into the FIFO at mod.KeyPath
+	// (mode 0600, owned by keyOwner on the host); nil once handed over
 	keyCopy  []byte
 	keyOwner [2]uint32
 }
@@ -133,12 +132,12 @@ func hostID(maps []specs.LinuxIDMapping, id uint32) (uint32, bool) {
 
 // prepareZygote decides the zygote of a container. The zygote takes
 // exchange connections only from the tenant's peer networks when t
-// restricts peers. It gets a copy of the tenant's keyring of its own,
-// owned by the container's user on the host, which swift-init empties
-// once read (key_once): nothing else in the container (its functions,
-// which may run as that user; its workload; a second swift-init started
-// through a symlink or a shell) reads the key after it. A non-root
-// zygote also owns its socket directory.
+// restricts peers. It gets the tenant's keyring through a FIFO of its
+// own, owned by the container's user on the host, fed once (feedKey):
+// nothing else in the container (its functions, which may run as that
+// user; its workload; a second swift-init started through a symlink or a
+// shell) reads the key after it. A non-root zygote also owns its socket
+// directory.
 func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*zygotePrep, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
@@ -171,8 +170,7 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s's keyring: %w", pc.Tenant, err)
 	}
-	pc.KeyOnce = true
-	p.mod.KeyPath, p.mod.KeyCopy = filepath.Join(bundle, KeyCopyFile), true
+	p.mod.KeyPath = filepath.Join(bundle, KeyCopyFile)
 	p.keyCopy, p.keyOwner = ring.Format(), [2]uint32{hu, hg}
 	if uid != 0 {
 		p.mod.Owner = &[2]uint32{uid, gid}

@@ -157,8 +157,6 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
 		else if (!strcmp(k, "new_dest"))
 			bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
-		else if (!strcmp(k, "key_once"))
-			bad = number(v, 0, 1, &n) || ((c->key_once = (int)n), 0);
 		else if (!strcmp(k, "qp_limit"))
 			bad = number(v, 1, 1 << 24, &n) || ((c->qp_limit = (int)n), 0);
 		else if (!strcmp(k, "remote_access"))

@@ -122,7 +122,7 @@ static void test_config(void)
 		"peer b 10.0.0.1\n", "peer b 10.0.0.1:70000\n", "gid_index -2\n", "msg_size 12\n",
 		"colour blue\n", "new_dest 2\n", "remote_access 2\n", "name a\x1b[2J\n", "tenant \n",
 		"function_uids 0\n", "function_uids 4294967200\n", "function_uids -5\n", "qp_limit 0\n", "qp_limit -1\n",
-		"qp_limit 16777217\n", "key_once 2\n",
+		"qp_limit 16777217\n",
 	};
 	size_t i;
 
@@ -148,7 +148,6 @@ static void test_config(void)
 		      strstr(err, "pool 4 x 2 peers exceeds the container's QP limit 7"),
 	      "qp_limit: a pool that does not fit is refused");
 	check(load("", &c, err, sizeof(err)) == 0 && c.qp_limit == 0, "qp_limit: none by default");
-	check(load("key_once 1\n", &c, err, sizeof(err)) == 0 && c.key_once == 1, "key_once");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = load(bad[i], &c, err, sizeof(err));
 		char what[1024];

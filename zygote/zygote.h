@@ -98,10 +98,6 @@ struct swift_cfg {
 	 * functions' own QPs); 0: no limit */
 	int qp_limit;
 	int remote_access;       /* rows allow RDMA READ/WRITE from their peer */
-	/* key_once 1: key_file is this container's own copy, on a writable
-	 * mount, that functions could read (they run as the zygote's user):
-	 * swift-init empties it once it has read it */
-	int key_once;
 	/* function_uids BASE: the function in child slot N runs as uid and gid
 	 * BASE+N, with no capabilities (0: as the zygote's user) */
 	uint32_t function_uid_base;
