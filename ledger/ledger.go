@@ -390,35 +390,18 @@ func (l *Ledger) check() error {
 	if old, err := os.ReadFile(l.Path + ".sum"); err == nil && strings.TrimSpace(string(old)) == want {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+".check-*")
+	run, err := l.runOnCopy(checkArg, data)
 	if err != nil {
 		return fmt.Errorf("ledger %s: check: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("ledger %s: check: %v: %w", l.Path, werr, errdefs.ErrFailedPrecondition)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	var out, stderr strings.Builder
-	// /proc/self/exe: this very binary, even if its path was replaced
-	cmd := exec.CommandContext(ctx, "/proc/self/exe", checkArg, tmp)
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	err = cmd.Run()
-	if err == nil && strings.TrimSpace(out.String()) != "ok "+want {
-		err = fmt.Errorf("the check answered %q", strings.TrimSpace(out.String()))
+	err = run.err
+	if err == nil && strings.TrimSpace(run.stdout) != "ok "+want {
+		err = fmt.Errorf("the check answered %q", strings.TrimSpace(run.stdout))
 	}
 	if err != nil {
-		out.Reset()
-		out.WriteString(stderr.String())
-		why, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
+		why, _, _ := strings.Cut(strings.TrimSpace(run.stderr), "\n")
 		why = strings.TrimPrefix(why, "bbolt: ")
-		if ctx.Err() != nil {
+		if run.timedOut {
 			why = fmt.Sprintf("a check did not end within %v", checkTimeout)
 		}
 		if why == "" {
@@ -427,6 +410,40 @@ func (l *Ledger) check() error {
 		return l.corrupt(why)
 	}
 	return l.writeSum(data)
+}
+
+// selfRun is how a run of this binary on a ledger copy ended.
+type selfRun struct {
+	stdout, stderr string
+	timedOut       bool
+	err            error // its exit
+}
+
+// runOnCopy writes data to a temporary file beside the ledger and runs
+// this very binary on it (/proc/self/exe, even if its path was replaced)
+// with arg, for at most checkTimeout. The error is the copy's; how the
+// run ended is in selfRun.
+func (l *Ledger) runOnCopy(arg string, data []byte) (selfRun, error) {
+	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+arg+"-*")
+	if err != nil {
+		return selfRun{}, err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return selfRun{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	var out, errOut strings.Builder
+	cmd := exec.CommandContext(ctx, "/proc/self/exe", arg, tmp)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return selfRun{stdout: out.String(), stderr: errOut.String(), timedOut: ctx.Err() != nil, err: err}, nil
 }
 
 // writeSum records data's checksum as the ledger's.
@@ -729,26 +746,11 @@ func (l *Ledger) Salvage() (leases []Lease, problems []string) {
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
-	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+".salvage-*")
+	run, err := l.runOnCopy(salvageArg, data)
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return nil, []string{werr.Error()}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	var stdout, stderr strings.Builder
-	cmd := exec.CommandContext(ctx, "/proc/self/exe", salvageArg, tmp)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	for _, line := range strings.Split(stdout.String(), "\n") {
+	for _, line := range strings.Split(run.stdout, "\n") {
 		if line == "" {
 			continue
 		}
@@ -759,7 +761,7 @@ func (l *Ledger) Salvage() (leases []Lease, problems []string) {
 		}
 		leases = append(leases, x)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(run.stderr), "\n") {
 		if line == "" || strings.HasPrefix(line, "goroutine ") || strings.HasPrefix(line, "\t") {
 			break // a crash's stack follows
 		}
@@ -767,9 +769,9 @@ func (l *Ledger) Salvage() (leases []Lease, problems []string) {
 			problems = append(problems, line)
 		}
 	}
-	if runErr != nil {
-		why := runErr.Error()
-		if ctx.Err() != nil {
+	if run.err != nil {
+		why := run.err.Error()
+		if run.timedOut {
 			why = fmt.Sprintf("reading did not end within %v", checkTimeout)
 		}
 		problems = append(problems, fmt.Sprintf("ledger %s is corrupt: reading it stopped (%s); %d lease(s) read before", l.Path, why, len(leases)))
