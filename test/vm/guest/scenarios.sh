@@ -105,6 +105,15 @@ swift_config() {
 	sed 's/^/    /' "$W/swift.toml"
 }
 
+# policy_config [SED-EXPR...]: the default node config with $W/policy.toml
+# as its tenant policy (and the sed expressions applied).
+policy_config() {
+	{
+		echo "policy_path = \"$W/policy.toml\""
+		sed -e '/^policy_path = /d' "$@" "$W/swift.default.toml"
+	} >"$W/swift.toml"
+}
+
 # The shell fragment run inside RDMA containers before their real work.
 CHECK_RDMA='ls -l /dev/infiniband || { echo "FAIL: no /dev/infiniband"; exit 10; }
 for d in uverbs0 rdma_cm; do [ -c /dev/infiniband/$d ] || { echo "FAIL: /dev/infiniband/$d missing"; exit 11; }; done
@@ -651,10 +660,7 @@ hca_object = 40
 EOF
 	# functions under the container's uid here (function_uid_base = 0):
 	# the seccomp baseline, undumpable and PID 1's signal check hold alone
-	{
-		echo "policy_path = \"$W/policy.toml\""
-		sed -e '/^policy_path = /d' -e 's|^\[zygote\]$|[zygote]\nfunction_uid_base = 0|' "$W/swift.default.toml"
-	} >"$W/swift.toml"
+	policy_config -e 's|^\[zygote\]$|[zygote]\nfunction_uid_base = 0|'
 	zrun p1 p1 18545 t1 "p2=10.0.2.15:18546" 1
 	pid=""
 	i=0
@@ -720,10 +726,7 @@ seccomp = "none"
 [tenants.t1.container]
 qps = 4
 EOF
-	{
-		echo "policy_path = \"$W/policy.toml\""
-		sed -e '/^policy_path = /d' "$W/swift.default.toml"
-	} >"$W/swift.toml"
+	policy_config
 	zrun q1 q1 18561 t1 "q2=10.0.2.15:18562" 2
 	zrun q2 q2 18562 t1 "q1=10.0.2.15:18561" 2
 	zwait q1 q2 connected || fail "q1 never connected to q2"
