@@ -55,6 +55,7 @@ func FuzzCorruptLedger(f *testing.F) {
 		}
 		l := New(dir)
 		l.Timeout = 2 * time.Second
+		l.CheckTimeout = time.Second // a tree bbolt loops on is a time-out, five times over
 		l.Alive = func(x Lease) bool { return x.ID != "b" }
 		ok := func(what string, err error) {
 			if err != nil && !errdefs.IsDataLoss(err) && !errdefs.IsFailedPrecondition(err) {

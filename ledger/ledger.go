@@ -224,6 +224,9 @@ type Ledger struct {
 	Path string
 	// Timeout bounds the wait for the lock (DefaultTimeout when 0).
 	Timeout time.Duration
+	// CheckTimeout bounds a check of a file the ledger's last writer did
+	// not leave (DefaultCheckTimeout when 0).
+	CheckTimeout time.Duration
 	// Alive decides whether a lease's container may still exist (the
 	// package's Alive when nil).
 	Alive func(Lease) bool
@@ -333,8 +336,15 @@ const (
 	salvageArg = "__swift-ledger-salvage"
 )
 
-// checkTimeout bounds a check (a corrupt tree can make bbolt loop).
-const checkTimeout = 10 * time.Second
+// DefaultCheckTimeout bounds a check (a corrupt tree can make bbolt loop).
+const DefaultCheckTimeout = 10 * time.Second
+
+func (l *Ledger) checkTimeout() time.Duration {
+	if l.CheckTimeout > 0 {
+		return l.CheckTimeout
+	}
+	return DefaultCheckTimeout
+}
 
 // RunCheckIfAsked is called first in main by every binary that opens the
 // ledger (and by this package's TestMain): run as "BINARY
@@ -402,7 +412,7 @@ func (l *Ledger) check() error {
 		why, _, _ := strings.Cut(strings.TrimSpace(run.stderr), "\n")
 		why = strings.TrimPrefix(why, "bbolt: ")
 		if run.timedOut {
-			why = fmt.Sprintf("a check did not end within %v", checkTimeout)
+			why = fmt.Sprintf("a check did not end within %v", l.checkTimeout())
 		}
 		if why == "" {
 			why = err.Error()
@@ -421,7 +431,7 @@ type selfRun struct {
 
 // runOnCopy writes data to a temporary file beside the ledger and runs
 // this very binary on it (/proc/self/exe, even if its path was replaced)
-// with arg, for at most checkTimeout. The error is the copy's; how the
+// with arg, for at most its check timeout. The error is the copy's; how the
 // run ended is in selfRun.
 func (l *Ledger) runOnCopy(arg string, data []byte) (selfRun, error) {
 	f, err := os.CreateTemp(filepath.Dir(l.Path), "."+FileName+arg+"-*")
@@ -437,7 +447,7 @@ func (l *Ledger) runOnCopy(arg string, data []byte) (selfRun, error) {
 	if err != nil {
 		return selfRun{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.checkTimeout())
 	defer cancel()
 	var out, errOut strings.Builder
 	cmd := exec.CommandContext(ctx, "/proc/self/exe", arg, tmp)
@@ -458,14 +468,15 @@ func (l *Ledger) writeSum(data []byte) error {
 // workCopy opens path (a copy) and works it as the ledger's operations
 // do: bbolt loads its freelist, every lease is read and decoded, every one
 // is written back, and a probe key is put and deleted (page allocation,
-// rebalancing, the freelist written).
+// the freelist written); then every lease is deleted in one transaction
+// (pages freed, the tree rebalanced) and put back in another.
 func workCopy(path string) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
 			return err
@@ -492,6 +503,37 @@ func workCopy(path string) error {
 			return err
 		}
 		return b.Delete(probe)
+	})
+	if err != nil {
+		return err
+	}
+	// deletions free pages and rebalance the tree (gc, release)
+	var all [][2][]byte
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if err := b.ForEach(func(k, v []byte) error {
+			all = append(all, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, x := range all {
+			if err := b.Delete(x[0]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for _, x := range all {
+			if err := b.Put(x[0], x[1]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -544,10 +586,26 @@ func (l *Ledger) onBucketUnsafe(write bool, what string, fn func(b *bolt.Bucket)
 		return fn(b)
 	})
 	if err != nil {
-		return fmt.Errorf("ledger %s: %s%w", l.Path, what, err)
+		return l.txFailed(what, err)
 	}
 	committed = true
 	return nil
+}
+
+// txFailed wraps the error of a transaction, "ledger PATH: what...". The
+// errors of our own functions carry their class; what bbolt returns (a
+// commit that could not write) does not get one there: a write past the
+// largest file the system allows (EFBIG) comes from a page number no sound
+// ledger has, so the ledger is corrupt; any other is FailedPrecondition.
+func (l *Ledger) txFailed(what string, err error) error {
+	switch {
+	case !errors.Is(errdefs.Resolve(err), errdefs.ErrUnknown):
+		return fmt.Errorf("ledger %s: %s%w", l.Path, what, err)
+	case errors.Is(err, unix.EFBIG), errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum):
+		return l.corrupt(fmt.Sprintf("%s%v", what, err))
+	default:
+		return fmt.Errorf("ledger %s: %s%v: %w", l.Path, what, err, errdefs.ErrFailedPrecondition)
+	}
 }
 
 func decode(k, v []byte) (Lease, error) {
@@ -638,7 +696,7 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 		return b.Put([]byte(lease.Key()), val)
 	})
 	if err != nil {
-		return reclaimed, nil, fmt.Errorf("ledger %s: acquire %s: %w", l.Path, lease.Key(), err)
+		return reclaimed, nil, l.txFailed("acquire "+lease.Key()+": ", err)
 	}
 	committed = true
 	return reclaimed, quotaErr, nil
@@ -772,7 +830,7 @@ func (l *Ledger) Salvage() (leases []Lease, problems []string) {
 	if run.err != nil {
 		why := run.err.Error()
 		if run.timedOut {
-			why = fmt.Sprintf("reading did not end within %v", checkTimeout)
+			why = fmt.Sprintf("reading did not end within %v", l.checkTimeout())
 		}
 		problems = append(problems, fmt.Sprintf("ledger %s is corrupt: reading it stopped (%s); %d lease(s) read before", l.Path, why, len(leases)))
 	}

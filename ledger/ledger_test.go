@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 func lease(ns, id, tenant string, c Amounts) Lease {
@@ -531,5 +532,30 @@ func TestCheckBlessesASoundFile(t *testing.T) {
 	sum := sha256.Sum256(data)
 	if strings.TrimSpace(string(got)) != hex.EncodeToString(sum[:]) {
 		t.Errorf("sum after the check %q, want the file's", got)
+	}
+}
+
+func TestTxFailedClass(t *testing.T) {
+	l := New("/state")
+	for _, tc := range []struct {
+		name string
+		err  error
+		is   func(error) bool
+	}{
+		{"a lease that does not decode stays DataLoss", fmt.Errorf("lease x: %w", errdefs.ErrDataLoss), errdefs.IsDataLoss},
+		{"a refused argument keeps its class", fmt.Errorf("bad: %w", errdefs.ErrInvalidArgument), errdefs.IsInvalidArgument},
+		{"a write past the largest file is a corrupt ledger", &os.PathError{Op: "write", Path: "/state/ledger.db", Err: unix.EFBIG}, errdefs.IsDataLoss},
+		{"a full disk is a failed precondition", &os.PathError{Op: "write", Path: "/state/ledger.db", Err: unix.ENOSPC}, errdefs.IsFailedPrecondition},
+		{"an unclassed error is a failed precondition", errors.New("tx closed"), errdefs.IsFailedPrecondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := l.txFailed("gc: ", tc.err)
+			if !tc.is(got) {
+				t.Fatalf("txFailed(%v) = %v: wrong class", tc.err, got)
+			}
+			if !strings.Contains(got.Error(), "/state/ledger.db") || !strings.Contains(got.Error(), "gc: ") {
+				t.Fatalf("txFailed(%v) = %q: does not name the ledger and the operation", tc.err, got)
+			}
+		})
 	}
 }
