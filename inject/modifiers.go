@@ -55,32 +55,43 @@ func (Devices) Name() string { return "devices" }
 func (m Devices) Modify(s *specs.Spec) error {
 	ensureResources(s)
 	for _, n := range m.Nodes {
-		if err := addDevice(s, n); err != nil {
+		present, err := hasDevice(s, n)
+		if err != nil {
 			return err
 		}
+		if present {
+			// allocated by the platform (or added by a first Create):
+			// its cgroup rule is the platform's, never widened here
+			continue
+		}
+		addDevice(s, n)
 		addAllowRule(s, n)
 	}
 	return nil
 }
 
-func addDevice(s *specs.Spec, n rdma.Node) error {
+// hasDevice tells whether the spec already holds n at its path.
+func hasDevice(s *specs.Spec, n rdma.Node) (bool, error) {
 	for _, d := range s.Linux.Devices {
 		if d.Path != n.Path {
 			continue
 		}
 		if d.Type != "c" || d.Major != int64(n.Major) || d.Minor != int64(n.Minor) {
-			return fmt.Errorf("spec already has %s as %s %d:%d, but the node's device is c %d:%d: %w",
+			return false, fmt.Errorf("spec already has %s as %s %d:%d, but the node's device is c %d:%d: %w",
 				n.Path, d.Type, d.Major, d.Minor, n.Major, n.Minor, errdefs.ErrFailedPrecondition)
 		}
-		return nil
+		return true, nil
 	}
+	return false, nil
+}
+
+func addDevice(s *specs.Spec, n rdma.Node) {
 	mode := os.FileMode(0o666)
 	var zero uint32
 	s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{
 		Path: n.Path, Type: "c", Major: int64(n.Major), Minor: int64(n.Minor),
 		FileMode: &mode, UID: &zero, GID: &zero,
 	})
-	return nil
 }
 
 func addAllowRule(s *specs.Spec, n rdma.Node) {

@@ -17,6 +17,11 @@ const EnvDevices = "SWIFT_RDMA_DEVICES"
 // Node is what Plan knows of the node besides its config.
 type Node struct {
 	Inventory rdma.Inventory
+	// Allocated tells that Inventory holds only the devices allocated to
+	// the container (Allocated): swift.io/devices may name a subset of
+	// them, and the rdma limits cover them all, as the container can open
+	// every one.
+	Allocated bool
 	// RDMACgroup tells whether the rdma cgroup controller is available;
 	// without it runc refuses linux.resources.rdma, so limits are left out.
 	RDMACgroup bool
@@ -67,6 +72,10 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		devices = nil
 		for _, name := range opts.Devices {
 			d, ok := inv.Device(name)
+			if !ok && node.Allocated {
+				return nil, nil, fmt.Errorf("annotation %s: device %q is not among the devices allocated to the container (allocated: %s): %w",
+					annotations.Devices, name, strings.Join(inv.Names(), ", "), errdefs.ErrInvalidArgument)
+			}
 			if !ok {
 				return nil, nil, fmt.Errorf("annotation %s: device %q is not present on this node (present: %s): %w",
 					annotations.Devices, name, strings.Join(inv.Names(), ", "), errdefs.ErrInvalidArgument)
@@ -90,8 +99,12 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		lim = *node.Limits
 	}
 	if lim.HCAHandle != 0 || lim.HCAObject != 0 {
+		limited := names
+		if node.Allocated {
+			limited = inv.Names()
+		}
 		if node.RDMACgroup {
-			mods = append(mods, RDMALimits{Devices: names, HCAHandle: lim.HCAHandle, HCAObject: lim.HCAObject})
+			mods = append(mods, RDMALimits{Devices: limited, HCAHandle: lim.HCAHandle, HCAObject: lim.HCAObject})
 		} else {
 			warnings = append(warnings, "rdma cgroup controller not available on this node: rdma.hca_handle/hca_object limits not applied")
 		}

@@ -147,6 +147,29 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "an allocation of two, swift.io/devices names one: limits cover both",
+			cfg:  cfgWith(func(c *config.Config) { c.RDMA.HCAHandle = 2 }),
+			opts: annotations.Options{Devices: []string{"rxe1"}},
+			node: Node{Inventory: inventory(true), Allocated: true, RDMACgroup: true, MemlockHard: unlimited},
+			want: []Modifier{
+				Devices{Nodes: []rdma.Node{uv1, cm}},
+				RDMALimits{Devices: []string{"rxe0", "rxe1"}, HCAHandle: 2},
+				Memlock{Bytes: unlimited},
+				Env{Vars: map[string]string{EnvDevices: "rxe1"}},
+			},
+		},
+		{
+			name: "an allocation of one",
+			cfg:  cfgWith(func(c *config.Config) { c.RDMA.HCAObject = 8 }),
+			node: Node{Inventory: inventory(true).Only([]string{"rxe1"}), Allocated: true, RDMACgroup: true, MemlockHard: unlimited},
+			want: []Modifier{
+				Devices{Nodes: []rdma.Node{uv1, cm}},
+				RDMALimits{Devices: []string{"rxe1"}, HCAObject: 8},
+				Memlock{Bytes: unlimited},
+				Env{Vars: map[string]string{EnvDevices: "rxe1"}},
+			},
+		},
+		{
 			name: "memlock above the hard limit with CAP_SYS_RESOURCE",
 			cfg:  cfgWith(func(c *config.Config) { c.RDMA.Memlock = "1GiB" }),
 			node: Node{Inventory: inventory(true), MemlockHard: 8 << 20, CanRaiseMemlock: true},
@@ -262,6 +285,14 @@ func TestPlanErrors(t *testing.T) {
 			node:  roomyNode(),
 			class: errdefs.IsInvalidArgument,
 			msg:   []string{annotations.Devices, `"mlx5_0"`, "rxe0, rxe1"},
+		},
+		{
+			name:  "swift.io/devices outside the allocation",
+			cfg:   config.Default(),
+			opts:  annotations.Options{Devices: []string{"rxe0"}},
+			node:  Node{Inventory: inventory(true).Only([]string{"rxe1"}), Allocated: true, MemlockHard: config.MemlockUnlimited},
+			class: errdefs.IsInvalidArgument,
+			msg:   []string{annotations.Devices, `"rxe0"`, "not among the devices allocated to the container (allocated: rxe1)"},
 		},
 		{
 			name:  "memlock above the hard limit without CAP_SYS_RESOURCE",

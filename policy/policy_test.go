@@ -596,3 +596,32 @@ func TestKeyFile(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmitAllocated(t *testing.T) {
+	p, err := Parse("p.toml", []byte("[tenants.a]\ndevices = [\"rxe1\", \"mlx5_0\"]\n[tenants.any]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, any := p.Tenants["a"], p.Tenants["any"]
+	for _, tc := range []struct {
+		t         *Tenant
+		allocated []string
+		refused   string // "": admitted
+	}{
+		{a, []string{"rxe1"}, ""},
+		{a, []string{"mlx5_0", "rxe1"}, ""},
+		{a, []string{"rxe1", "rxe0"}, `device "rxe0" is allocated to the container, but tenant "a" may not use it (allowed: rxe1, mlx5_0)`},
+		{any, []string{"rxe0", "rxe1"}, ""},
+	} {
+		err := tc.t.AdmitAllocated(tc.allocated)
+		if tc.refused == "" {
+			if err != nil {
+				t.Errorf("%s with %q: %v", tc.t.Name, tc.allocated, err)
+			}
+			continue
+		}
+		if !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), tc.refused) {
+			t.Errorf("%s with %q: error %v, want PermissionDenied saying %q", tc.t.Name, tc.allocated, err, tc.refused)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -192,6 +193,24 @@ type Decision struct {
 	QPs uint64
 	// QPLimit is the zygote's limit on the QPs it holds (0: none).
 	QPLimit uint64
+}
+
+// AdmitAllocated checks the devices allocated to a container (by a
+// device plugin, CDI or DRA, before the shim saw it) against the tenant's
+// devices: the container can open every one, so each must be the
+// tenant's. The platform made the allocation, so a refusal is
+// PermissionDenied, naming the device.
+func (t *Tenant) AdmitAllocated(allocated []string) error {
+	if t.Devices == nil {
+		return nil
+	}
+	for _, n := range allocated {
+		if !slices.Contains(t.Devices, n) {
+			return fmt.Errorf("device %q is allocated to the container, but tenant %q may not use it (allowed: %s): %w",
+				n, t.Name, listOrNone(t.Devices), errdefs.ErrPermissionDenied)
+		}
+	}
+	return nil
 }
 
 // Admit checks a container's request against the tenant: devices, peers,

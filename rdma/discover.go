@@ -39,6 +39,26 @@ type Inventory struct {
 	Devices []Device
 	// RDMACM is the rdma_cm node, nil when the node has no rdma_ucm.
 	RDMACM *Node
+	// MAD lists the management datagram nodes (umadN, issmN) of ib_umad,
+	// by their numbers only: Swift never injects them, but a device
+	// plugin may have put them in a spec.
+	MAD []Node
+}
+
+// Only returns the inventory narrowed to the devices called names (in the
+// inventory's order); the rdma_cm and MAD nodes are kept.
+func (inv Inventory) Only(names []string) Inventory {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := Inventory{RDMACM: inv.RDMACM, MAD: inv.MAD}
+	for _, d := range inv.Devices {
+		if want[d.Name] {
+			out.Devices = append(out.Devices, d)
+		}
+	}
+	return out
 }
 
 // Device returns the device called name.
@@ -104,6 +124,28 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 			return inv, err
 		}
 		inv.RDMACM = &node
+	}
+
+	madDir := filepath.Join(sysRoot, "sys/class/infiniband_mad")
+	entries, err = os.ReadDir(madDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return inv, fmt.Errorf("read %s: %w", madDir, err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "umad") && !strings.HasPrefix(e.Name(), "issm") {
+			continue // abi_version
+		}
+		devFile := filepath.Join(madDir, e.Name(), "dev")
+		s, err := readTrim(devFile)
+		if err != nil {
+			return inv, err
+		}
+		major, minor, err := ParseDevNumber(s)
+		if err != nil {
+			return inv, fmt.Errorf("%s: %w", devFile, err)
+		}
+		inv.MAD = append(inv.MAD, Node{Path: ContainerDir + "/" + e.Name(), HostPath: filepath.Join(devRoot, "infiniband", e.Name()),
+			Major: major, Minor: minor})
 	}
 	return inv, nil
 }

@@ -89,9 +89,17 @@ func TestDiscoverTwoMLX5Sorted(t *testing.T) {
 			Name: "mlx5_1", NodeGUID: "b8ce:f603:00a1:b2c1", FWVersion: "22.39.1002",
 			Uverbs: Node{Path: "/dev/infiniband/uverbs0", HostPath: filepath.Join(dev, "infiniband/uverbs0"), Major: 231, Minor: 192},
 		},
+	}, MAD: []Node{
+		{Path: "/dev/infiniband/issm0", HostPath: filepath.Join(dev, "infiniband/issm0"), Major: 231, Minor: 64},
+		{Path: "/dev/infiniband/umad0", HostPath: filepath.Join(dev, "infiniband/umad0"), Major: 231, Minor: 0},
+		{Path: "/dev/infiniband/umad1", HostPath: filepath.Join(dev, "infiniband/umad1"), Major: 231, Minor: 1},
 	}}
 	if !reflect.DeepEqual(inv, want) {
 		t.Fatalf("Discover\n got %+v\nwant %+v", inv, want)
+	}
+	only := Inventory{Devices: want.Devices[1:], MAD: want.MAD}
+	if got := inv.Only([]string{"mlx5_1", "mlx5_9"}); !reflect.DeepEqual(got, only) {
+		t.Errorf("Only(mlx5_1, mlx5_9)\n got %+v\nwant %+v", got, only)
 	}
 	if got := inv.Names(); !reflect.DeepEqual(got, []string{"mlx5_0", "mlx5_1"}) {
 		t.Errorf("Names() = %q", got)

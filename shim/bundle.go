@@ -56,15 +56,25 @@ func decide(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Con
 	if err != nil {
 		return nil, fmt.Errorf("discover RDMA devices: %w", err)
 	}
+	// Devices allocated before the shim (a device plugin, CDI, DRA, NRI)
+	// are the container's devices: nothing else is injected.
+	alloc, err := inject.Allocated(spec, inv)
+	if err != nil {
+		return nil, err
+	}
+	if alloc != nil {
+		inv = inv.Only(alloc)
+		log.G(ctx).WithField("allocated", strings.Join(alloc, ",")).Debug("swift: the spec holds RDMA devices: using those")
+	}
 	// The tenant policy: who the container belongs to, and what it may have.
-	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv)
+	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv, alloc != nil)
 	if err != nil {
 		return nil, err
 	}
 	opts = ten.opts
 	hard, canRaise := rdma.MemlockLimits()
 	in := inject.Node{
-		Inventory: inv, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
+		Inventory: inv, Allocated: alloc != nil, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
 		Limits: &ten.limits, Seccomp: ten.seccomp,
 	}

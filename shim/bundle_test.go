@@ -375,7 +375,7 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 			s := testSpec(optIn)
 			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/infiniband/uverbs0", Type: "c", Major: 231, Minor: 224}}
 			return s
-		}(), goodCfg, errdefs.IsFailedPrecondition, []string{"/dev/infiniband/uverbs0", "231:224"}},
+		}(), goodCfg, errdefs.IsInvalidArgument, []string{"/dev/infiniband/uverbs0", "231:224", "not an RDMA device on this node"}},
 		{"no process", func() *specs.Spec {
 			s := testSpec(optIn)
 			s.Process = nil

@@ -37,7 +37,11 @@ type tenancy struct {
 // decideTenancy loads the policy (fail closed: a malformed one is an
 // error), resolves the container's tenant from its caller, and checks its
 // request against the tenant. It has no side effects.
-func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory) (*tenancy, error) {
+//
+// With allocated, inv holds only the devices allocated to the container:
+// each must be the tenant's, the lease and its charge count them all, and
+// without swift.io/devices the zygote and SWIFT_RDMA_DEVICES use them all.
+func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory, allocated bool) (*tenancy, error) {
 	pol, err := policy.LoadNode(cfg)
 	if err != nil {
 		return nil, err
@@ -46,6 +50,11 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 	t, err := pol.Resolve(policy.CallerOf(ns, cfg.CRINamespace, spec.Annotations), opts.Tenant)
 	if err != nil {
 		return nil, err
+	}
+	if allocated {
+		if err := t.AdmitAllocated(inv.Names()); err != nil {
+			return nil, err
+		}
 	}
 	d, err := t.Admit(opts, inv.Names())
 	if err != nil {
@@ -71,8 +80,11 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 		lim.Memlock, lim.MemlockKey, lim.MemlockText = t.Container.Memlock, t.Key("container.memlock"), ""
 	}
 	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices, qpLimit: d.QPLimit}
-	if len(ten.devices) == 0 {
+	if len(ten.devices) == 0 || allocated {
 		ten.devices = inv.Names()
+	}
+	if allocated && len(ten.opts.Devices) == 0 {
+		ten.opts.Devices = inv.Names()
 	}
 	if t.Seccomp == policy.SeccompBaseline {
 		ten.seccomp = &inject.Seccomp{Level: seccomp.Baseline}

@@ -1,0 +1,158 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/inject"
+)
+
+// kubeletDev is a device as containerd's CRI plugin writes a device
+// plugin's DeviceSpec (or CDI its deviceNodes): its own mode and owner.
+func kubeletDev(name string, minor int64) specs.LinuxDevice {
+	return specs.LinuxDevice{Path: "/dev/infiniband/" + name, Type: "c", Major: 231, Minor: minor,
+		FileMode: ptr(os.FileMode(0o660)), UID: ptr(uint32(0)), GID: ptr(uint32(0))}
+}
+
+func kubeletRule(minor int64) specs.LinuxDeviceCgroup {
+	return specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: ptr(int64(231)), Minor: ptr(minor), Access: "rw"}
+}
+
+// allocatedSpec is testSpec with the devices of uverbs minors allocated.
+func allocatedSpec(ann map[string]string, minors ...int64) *specs.Spec {
+	s := testSpec(ann)
+	for _, m := range minors {
+		name := "uverbs0"
+		if m == 193 {
+			name = "uverbs1"
+		}
+		s.Linux.Devices = append(s.Linux.Devices, kubeletDev(name, m))
+		s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, kubeletRule(m))
+	}
+	return s
+}
+
+// TestEditBundleAllocated: a spec that already holds RDMA devices keeps
+// exactly those; limits, the env and the lease name exactly them.
+func TestEditBundleAllocated(t *testing.T) {
+	rdmaOn := map[string]string{annotations.RDMA: "true"}
+	tests := []struct {
+		name string
+		ann  map[string]string
+		in   *specs.Spec
+		want func() *specs.Spec
+	}{
+		{
+			name: "a device plugin's uverbs1: rxe0 is not added",
+			in:   allocatedSpec(rdmaOn, 193),
+			want: func() *specs.Spec {
+				w := allocatedSpec(rdmaOn, 193)
+				w.Process.Env = append(w.Process.Env, inject.EnvDevices+"=rxe1")
+				w.Process.Rlimits = append(w.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_MEMLOCK", Hard: 4 << 20, Soft: 4 << 20})
+				w.Linux.Devices = append(w.Linux.Devices, cmDev)
+				w.Linux.Resources.Devices = append(w.Linux.Resources.Devices, allowRule(10, 58))
+				w.Linux.Resources.Rdma = map[string]specs.LinuxRdma{"rxe1": {HcaHandles: ptr(uint32(16))}}
+				return w
+			},
+		},
+		{
+			name: "both allocated, swift.io/devices names rxe0: the limits cover both",
+			ann:  map[string]string{annotations.RDMA: "true", annotations.Devices: "rxe0"},
+			in:   allocatedSpec(map[string]string{annotations.RDMA: "true", annotations.Devices: "rxe0"}, 193, 192),
+			want: func() *specs.Spec {
+				w := allocatedSpec(map[string]string{annotations.RDMA: "true", annotations.Devices: "rxe0"}, 193, 192)
+				w.Process.Env = append(w.Process.Env, inject.EnvDevices+"=rxe0")
+				w.Process.Rlimits = append(w.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_MEMLOCK", Hard: 4 << 20, Soft: 4 << 20})
+				w.Linux.Devices = append(w.Linux.Devices, cmDev)
+				w.Linux.Resources.Devices = append(w.Linux.Resources.Devices, allowRule(10, 58))
+				w.Linux.Resources.Rdma = map[string]specs.LinuxRdma{"rxe0": {HcaHandles: ptr(uint32(16))}, "rxe1": {HcaHandles: ptr(uint32(16))}}
+				return w
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNode(t, true)
+			cfg := n.writeConfig(t, "|hca_handle = 16\n")
+			bundle, _ := writeBundle(t, tc.in)
+			if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+				t.Fatalf("EditBundle: %v", err)
+			}
+			got, _ := readBundle(t, bundle)
+			if want := jsonRoundTrip(tc.want()); !reflect.DeepEqual(got, want) {
+				gb, _ := json.MarshalIndent(got, "", " ")
+				wb, _ := json.MarshalIndent(want, "", " ")
+				t.Fatalf("config.json\n got %s\nwant %s", gb, wb)
+			}
+			onlySpecFile(t, bundle)
+		})
+	}
+}
+
+// TestEditBundleAllocatedRefusals: what an allocation cannot be, refused
+// with the bundle left as it was and no lease taken.
+func TestEditBundleAllocatedRefusals(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, stateDir, _ := n.policyConfig(t, testPolicy)
+	local := map[string]string{annotations.RDMA: "true", annotations.Tenant: "a"}
+	bogus := testSpec(local)
+	bogus.Linux.Devices = append(bogus.Linux.Devices, kubeletDev("uverbs5", 197))
+	renamed := testSpec(local)
+	renamed.Linux.Devices = append(renamed.Linux.Devices, kubeletDev("uverbs0", 193))
+	for _, tc := range []struct {
+		name  string
+		spec  *specs.Spec
+		class func(error) bool
+		msg   []string
+	}{
+		{"an allocated device outside the tenant's, swift.io/devices naming one of its",
+			allocatedSpec(map[string]string{annotations.RDMA: "true", annotations.Tenant: "a", annotations.Devices: "rxe1"}, 192),
+			errdefs.IsPermissionDenied, []string{`device "rxe0" is allocated to the container`, `tenant "a"`, "allowed: rxe1"}},
+		{"an allocated device the tenant may not use",
+			allocatedSpec(local, 192, 193),
+			errdefs.IsPermissionDenied, []string{`device "rxe0" is allocated`, `tenant "a"`}},
+		{"swift.io/devices names a device not allocated",
+			allocatedSpec(map[string]string{annotations.RDMA: "true", annotations.Tenant: "big", annotations.Devices: "rxe1"}, 192),
+			errdefs.IsInvalidArgument, []string{annotations.Devices, `"rxe1"`, "not among the devices allocated to the container (allocated: rxe0)"}},
+		{"a node that is not an RDMA device here", bogus,
+			errdefs.IsInvalidArgument, []string{"/dev/infiniband/uverbs5", "c 231:197", "not an RDMA device on this node"}},
+		{"a uverbs name on another device's number", renamed,
+			errdefs.IsInvalidArgument, []string{"/dev/infiniband/uverbs0", "c 231:193", "uverbs1 (rxe1)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bundle, orig := writeBundle(t, tc.spec)
+			err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+			assertRefused(t, "EditBundle", err, tc.class, tc.msg...)
+			assertUnchanged(t, bundle, orig)
+			if ls := leasesIn(t, stateDir); len(ls) != 0 {
+				t.Fatalf("leases left: %+v", ls)
+			}
+		})
+	}
+}
+
+// TestEditBundleAllocatedLease: the lease names the allocated devices and
+// charges them, not the node's.
+func TestEditBundleAllocatedLease(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, stateDir, _ := n.policyConfig(t, testPolicy)
+	bundle, _ := writeBundle(t, allocatedSpec(map[string]string{annotations.RDMA: "true", annotations.Tenant: "a"}, 193))
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("EditBundle: %v", err)
+	}
+	ls := leasesIn(t, stateDir)
+	if len(ls) != 1 || !reflect.DeepEqual(ls[0].Devices, []string{"rxe1"}) || ls[0].Charge.HCAHandle != 4 || ls[0].Charge.HCAObject != 100 {
+		t.Fatalf("leases %+v: want one naming rxe1, charged 4 handles and 100 objects", ls)
+	}
+	got, _ := readBundle(t, bundle)
+	if !reflect.DeepEqual(got.Linux.Resources.Rdma, map[string]specs.LinuxRdma{"rxe1": {HcaHandles: ptr(uint32(4)), HcaObjects: ptr(uint32(100))}}) {
+		t.Fatalf("rdma limits %+v: want rxe1 only", got.Linux.Resources.Rdma)
+	}
+}
