@@ -24,6 +24,8 @@ commands:
   keys gen|rotate|show FILE
                         a tenant keyring for the zygotes of every node (show prints fingerprints only)
   devices               list the node's RDMA devices and their uverbs nodes
+  cdi generate [--dir DIR] [--stdout]
+                        write the CDI spec of the node's RDMA devices (swift.io/rdma=DEVICE; default dir /etc/cdi)
   cache build|check|show  profile libibverbs and build, check (exit 1 unless valid) or show the node's verbs cache
   install containerd    add the swift runtime to containerd's config (a drop-in; --dry-run shows the diff)
   uninstall containerd  remove what install containerd added
@@ -48,6 +50,8 @@ func main() {
 		err = cmdConfig(os.Args[2:])
 	case "devices":
 		err = cmdDevices(os.Args[2:])
+	case "cdi":
+		err = cmdCDI(os.Stdout, os.Args[2:])
 	case "policy":
 		err = cmdPolicy(os.Args[2:])
 	case "pools":

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
+)
+
+func TestCDIGenerate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes device nodes with mknod (rdmatest.Make) and needs root (euid 0)")
+	}
+	dir := t.TempDir()
+	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[rdma]\nsys_root = %q\ndev_root = %q\n", tree.SysRoot, tree.DevRoot)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := cmdCDI(&out, []string{"generate", "--config", cfg, "--stdout"}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`cdiVersion: 0.5.0
+containerEdits:
+  deviceNodes:
+  - hostPath: %[1]s/infiniband/rdma_cm
+    major: 10
+    minor: 58
+    path: /dev/infiniband/rdma_cm
+    permissions: rw
+    type: c
+devices:
+- containerEdits:
+    deviceNodes:
+    - hostPath: %[1]s/infiniband/uverbs0
+      major: 231
+      minor: 192
+      path: /dev/infiniband/uverbs0
+      permissions: rw
+      type: c
+  name: rxe0
+kind: swift.io/rdma
+`, tree.DevRoot)
+	if out.String() != want {
+		t.Fatalf("--stdout printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	cdiDir := filepath.Join(dir, "etc-cdi")
+	if err := cmdCDI(&out, []string{"generate", "--config", cfg, "--dir", cdiDir}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "wrote "+cdiDir+"/swift.io-rdma.yaml: swift.io/rdma=rxe0\n" {
+		t.Errorf("printed %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(cdiDir, "swift.io-rdma.yaml")); err != nil {
+		t.Error(err)
+	}
+	for _, args := range [][]string{nil, {"make"}, {"generate", "extra"}, {"generate", "--bogus"}} {
+		if err := cmdCDI(&out, args); err == nil {
+			t.Errorf("cdi %q: want an error", args)
+		}
+	}
+	// a node without devices: a clear error, nothing written
+	empty := filepath.Join(dir, "empty.toml")
+	if err := os.WriteFile(empty, []byte(fmt.Sprintf("[rdma]\nsys_root = %q\n", filepath.Join(dir, "nothing"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = cmdCDI(&out, []string{"generate", "--config", empty, "--dir", filepath.Join(dir, "none")})
+	if err == nil || !strings.Contains(err.Error(), "no RDMA devices") {
+		t.Errorf("on a node without devices: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none")); !os.IsNotExist(err) {
+		t.Errorf("a spec dir was made on a node without devices: %v", err)
+	}
+}
