@@ -36,6 +36,9 @@ const (
 	ScenarioPolicy          = "policy"
 	ScenarioQPLimit         = "qp-limit"
 	ScenarioNonRoot         = "nonroot"
+	// ScenarioAlloc runs pods through CRI whose devices were allocated
+	// before the shim (a device plugin's DeviceSpec, CDI).
+	ScenarioAlloc = "alloc"
 	ScenarioHostile         = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
@@ -63,6 +66,7 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioAlloc,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 
@@ -532,7 +536,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 
 // NeedsCRI reports whether a scenario runs pods through containerd's CRI
 // plugin (the guest then enables it and imports the images).
-func NeedsCRI(name string) bool { return name == ScenarioXCRI }
+func NeedsCRI(name string) bool { return name == ScenarioXCRI || name == ScenarioAlloc }
 
 // CRI images the guest imports: the pinned sandbox image and one made of
 // the container rootfs.
@@ -546,8 +550,8 @@ const (
 // guest's path of crictl's directory.
 func prepareCRI(ctx context.Context, c Config, runDir string) (string, error) {
 	if c.CrictlDir == "" || !isExecFile(filepath.Join(c.CrictlDir, "crictl")) {
-		return "", fmt.Errorf("scenario %s needs crictl: $%s=%q has none (run `make deps`)",
-			ScenarioXCRI, harness.EnvCrictlBin, c.CrictlDir)
+		return "", fmt.Errorf("scenarios %s and %s need crictl: $%s=%q has none (run `make deps`)",
+			ScenarioXCRI, ScenarioAlloc, harness.EnvCrictlBin, c.CrictlDir)
 	}
 	dir := filepath.Join(runDir, "images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

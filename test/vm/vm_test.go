@@ -478,6 +478,44 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("n1_key_inside", "fifo")
 		want("n2_key", "fifo")
 		want("n1_send", "1")
+	case ScenarioAlloc:
+		want("cdi_devices", "rxe0 rxe1") // swiftctl cdi generate: both devices
+		only0 := "rxe0 hca_handle=2 hca_object=20;"
+		both := only0 + "rxe1 hca_handle=2 hca_object=20;"
+		// a device plugin's DeviceSpec and a CDI device: uverbs0 only
+		for _, k := range []string{"dp", "cdi"} {
+			want(k+"_state", "CONTAINER_RUNNING")
+			want(k+"_nodes", "rdma_cm uverbs0")
+			want(k+"_env", "rxe0")
+			want(k+"_rdma_max", only0)
+			want(k+"_lease", "rxe0")
+			want(k+"_rxe0_open", "0")
+			if f[k+"_rxe1_open"] == "0" || f[k+"_rxe1_open"] == "" {
+				t.Errorf("%s: %s_rxe1_open = %q: rxe1 opened in a container allocated only rxe0", name, k, f[k+"_rxe1_open"])
+			}
+		}
+		// both allocated, swift.io/devices=rxe1: both nodes, both limited,
+		// the lease names both, the workload is told rxe1
+		want("both_nodes", "rdma_cm uverbs0 uverbs1")
+		want("both_env", "rxe1")
+		want("both_rdma_max", both)
+		want("both_lease", "rxe0,rxe1")
+		want("both_rxe1_open", "0")
+		// nothing allocated: Swift injects the node's devices, as before
+		want("none_nodes", "rdma_cm uverbs0 uverbs1")
+		want("none_env", "rxe0,rxe1")
+		want("none_rdma_max", both)
+		want("none_lease", "rxe0,rxe1")
+		// refused at Create, nothing left
+		want("outside_refused", "1")
+		want("outside_error", `device "rxe1" is not among the devices allocated to the container (allocated: rxe0)`)
+		want("outside_left", "0")
+		want("bogus_refused", "1")
+		want("bogus_error", "/dev/infiniband/uverbs7 (c 231:199) is not an RDMA device on this node")
+		want("bogus_left", "0")
+		want("leases_in_pod", "4")
+		want("pods_left", "0")
+		want("leases_left", "0")
 	case ScenarioQPLimit:
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4
 		if !strings.Contains(f["rdma_max"], "hca_object=16") {

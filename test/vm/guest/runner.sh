@@ -68,7 +68,7 @@ for s in $SWIFTVM_SCENARIOS; do
 	*) needs_containerd=yes ;;
 	esac
 	case "$s" in
-	x-cri) needs_cri=yes ;;
+	x-cri | alloc) needs_cri=yes ;;
 	esac
 done
 
@@ -89,7 +89,7 @@ start_containerd() {
 	# guest kernel has no overlayfs module loaded), and the runtime handler
 	# "swift" passing swift.io/ annotations of pods and containers.
 	if [ $needs_cri = yes ]; then
-		mkdir -p "$W/cni/bin" "$W/cni/net.d"
+		mkdir -p "$W/cni/bin" "$W/cni/net.d" "$W/cdi"
 		disabled='[]'
 	else
 		disabled='["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]'
@@ -124,6 +124,9 @@ EOF
   snapshotter = "native"
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "swift.local/pause:1"
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_cdi = true
+  cdi_spec_dirs = ["$W/cdi"]
 [plugins."io.containerd.cri.v1.runtime".cni]
   bin_dirs = ["$W/cni/bin"]
   conf_dir = "$W/cni/net.d"

@@ -27,6 +27,9 @@
 #                      it a function is refused; rdma.max and rdma.current agree
 #   nonroot            zygotes as uid 1000 and in a user namespace read their
 #                      key (fed once through a FIFO of their own) and connect
+#   alloc              devices allocated before the shim (device plugin, CDI):
+#                      exactly those, and limits, env and lease name them
+#                      (pods.sh)
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -1040,9 +1043,10 @@ scenario_probe() {
 
 . "$(dirname "$0")/verbs.sh"
 . "$(dirname "$0")/xscenarios.sh"
+. "$(dirname "$0")/pods.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
