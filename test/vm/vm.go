@@ -38,8 +38,8 @@ const (
 	ScenarioNonRoot         = "nonroot"
 	// ScenarioAlloc runs pods through CRI whose devices were allocated
 	// before the shim (a device plugin's DeviceSpec, CDI).
-	ScenarioAlloc = "alloc"
-	ScenarioHostile         = "hostile"
+	ScenarioAlloc   = "alloc"
+	ScenarioHostile = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
 	ScenarioXKeys    = "x-keys"
