@@ -14,7 +14,10 @@
  * row a function had, it restores the header from the copy it took when
  * the kernel created the queue, and masks the indices (see reclaim).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,31 +47,93 @@ struct rxe_hdr {
 
 #define VENDOR_RXE 0xffffffu
 
-static int pick_gid(struct swift_dev *d, int want, int tbl_len)
+/* local_v4: this network namespace's IPv4 addresses (at most max), and
+ * their text for errors. */
+static int local_v4(uint32_t *addrs, int max, char *text, size_t textlen)
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	struct ifaddrs *ifa, *i;
+	int n = 0;
+	size_t o = 0;
+
+	text[0] = 0;
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i && n < max; i = i->ifa_next) {
+		char a[INET_ADDRSTRLEN];
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+			continue;
+		addrs[n++] = ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr;
+		if (inet_ntop(AF_INET, &addrs[n - 1], a, sizeof(a)) && o + strlen(a) + 3 < textlen)
+			o += (size_t)snprintf(text + o, textlen - o, "%s%s", o ? ", " : "", a);
+	}
+	freeifaddrs(ifa);
+	return n;
+}
+
+/* pick_gid: the GID the zygote uses (swift_pick_gid over the port's table
+ * as the kernel lists it, with each entry's type). want >= 0 is taken as
+ * given (gid_index in the pool description). */
+static int pick_gid(struct swift_dev *d, int want, int tbl_len, char *err, size_t errlen)
+{
+	struct ibv_gid_entry *e;
+	struct swift_gid_ent *t;
+	uint32_t addrs[64];
+	char text[256];
 	union ibv_gid gid;
-	int i;
+	ssize_t n;
+	int i, naddr, pick, idx = -1;
 
 	if (want >= 0) {
-		if (ibv_query_gid(d->ctx, (uint8_t)d->port, want, &gid))
+		if (ibv_query_gid(d->ctx, (uint8_t)d->port, want, &gid)) {
+			snprintf(err, errlen, "gid_index %d: ibv_query_gid: %s", want, strerror(errno));
 			return -1;
+		}
 		memcpy(d->gid, gid.raw, 16);
 		return want;
 	}
-	for (i = 0; i < tbl_len; i++) {
-		if (ibv_query_gid(d->ctx, (uint8_t)d->port, i, &gid))
-			continue;
-		if (!memcmp(gid.raw, v4mapped, 12)) {
-			memcpy(d->gid, gid.raw, 16);
-			return i;
+	if (tbl_len <= 0)
+		tbl_len = 1;
+	e = calloc((size_t)tbl_len, sizeof(*e));
+	t = calloc((size_t)tbl_len, sizeof(*t));
+	if (!e || !t) {
+		snprintf(err, errlen, "GID table: out of memory");
+		goto out;
+	}
+	/* the valid entries of every port, in one call */
+	n = ibv_query_gid_table(d->ctx, e, (size_t)tbl_len, 0);
+	if (n < 0) {
+		/* an older kernel: entry by entry, types unknown (taken as v2) */
+		for (n = 0; n < tbl_len; n++) {
+			e[n].gid_index = (uint32_t)n;
+			e[n].port_num = (uint32_t)d->port;
+			e[n].gid_type = IBV_GID_TYPE_ROCE_V2;
+			if (ibv_query_gid(d->ctx, (uint8_t)d->port, (int)n, &e[n].gid))
+				e[n].port_num = 0;
 		}
 	}
-	/* no RoCE IPv4 GID: InfiniBand, use GID 0 and the LID */
-	if (ibv_query_gid(d->ctx, (uint8_t)d->port, 0, &gid))
-		return -1;
-	memcpy(d->gid, gid.raw, 16);
-	return 0;
+	for (i = 0; i < n; i++) {
+		t[i].valid = e[i].port_num == (uint32_t)d->port;
+		t[i].v2 = e[i].gid_type == IBV_GID_TYPE_ROCE_V2;
+		memcpy(t[i].raw, e[i].gid.raw, 16);
+	}
+	naddr = local_v4(addrs, 64, text, sizeof(text));
+	pick = swift_pick_gid(t, (int)n, addrs, naddr);
+	if (pick == -2)
+		snprintf(err, errlen,
+			 "no GID of %s port %d carries an address of this network namespace (%s): "
+			 "its interface is not on the device's link, or the device is not in this namespace's RDMA view",
+			 d->name, d->port, naddr ? text : "no IPv4 address");
+	else if (pick < 0)
+		snprintf(err, errlen, "no usable GID on %s port %d", d->name, d->port);
+	else {
+		idx = (int)e[pick].gid_index;
+		memcpy(d->gid, e[pick].gid.raw, 16);
+	}
+out:
+	free(e);
+	free(t);
+	return idx;
 }
 
 int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, size_t errlen)
@@ -121,11 +186,9 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 	}
 	d->lid = pa.lid;
 	d->mtu = pa.active_mtu;
-	d->gid_index = pick_gid(d, c->gid_index, pa.gid_tbl_len);
-	if (d->gid_index < 0) {
-		snprintf(err, errlen, "no usable GID on port %d", d->port);
+	d->gid_index = pick_gid(d, c->gid_index, pa.gid_tbl_len, err, errlen);
+	if (d->gid_index < 0)
 		goto err_ctx;
-	}
 	d->ctx_fds[0] = d->ctx->cmd_fd;
 	d->ctx_fds[1] = d->ctx->async_fd;
 	d->msg_size = c->msg_size;

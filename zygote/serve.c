@@ -38,9 +38,9 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	int i;
 
 #define P(...) do { int _n = snprintf(buf + o, len > o ? len - o : 0, __VA_ARGS__); if (_n > 0) o += (size_t)_n; } while (0)
-	P("zygote %s tenant %s device %s provider %s share %s\n", z->cfg.name, z->cfg.tenant,
+	P("zygote %s tenant %s device %s provider %s share %s gid %d\n", z->cfg.name, z->cfg.tenant,
 	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
-	  z->have_dev ? swift_share_name(d->share) : "n/a");
+	  z->have_dev ? swift_share_name(d->share) : "n/a", z->have_dev ? d->gid_index : -1);
 	if (z->have_dev && d->qp_limit)
 		P("qps in_use %d limit %d\n", swift_qps_in_use(d), d->qp_limit);
 	for (i = 0; i < z->cfg.npeers; i++) {

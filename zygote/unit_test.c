@@ -1312,6 +1312,61 @@ static void test_mutations(long iterations)
 	free(b);
 }
 
+/* a GID table entry: IPv4-mapped a.b.c.d, or the link-local fe80::1 */
+static struct swift_gid_ent gent(const char *v4, int v2)
+{
+	struct swift_gid_ent e;
+
+	memset(&e, 0, sizeof(e));
+	e.valid = 1;
+	e.v2 = v2;
+	if (v4) {
+		e.raw[10] = e.raw[11] = 0xff;
+		inet_pton(AF_INET, v4, e.raw + 12);
+	} else {
+		e.raw[0] = 0xfe;
+		e.raw[1] = 0x80;
+		e.raw[15] = 1;
+	}
+	return e;
+}
+
+static void test_pick_gid(void)
+{
+	/* rxe0 after a pod's macvlan joined: the node's entries first */
+	struct swift_gid_ent t[6];
+	struct swift_gid_ent ib[2];
+	uint32_t node, pod, other;
+
+	inet_pton(AF_INET, "10.0.2.15", &node);
+	inet_pton(AF_INET, "10.0.2.101", &pod);
+	inet_pton(AF_INET, "192.168.9.9", &other);
+	t[0] = gent(NULL, 1);
+	t[1] = gent("10.0.2.15", 1);
+	t[2] = gent(NULL, 1);
+	t[3] = gent("10.0.2.101", 0);
+	t[4] = gent("10.0.2.101", 1);
+	t[5] = gent(NULL, 1);
+	check(swift_pick_gid(t, 6, &node, 1) == 1, "pick_gid: the node's own address on the host network");
+	check(swift_pick_gid(t, 6, &pod, 1) == 4, "pick_gid: a pod's address, RoCE v2 before v1, never the node's");
+	t[4].v2 = 0;
+	t[3].v2 = 0;
+	check(swift_pick_gid(t, 6, &pod, 1) == 3, "pick_gid: v1 when the address has no v2 entry");
+	check(swift_pick_gid(t, 6, &other, 1) == -2, "pick_gid: no entry of this namespace: refused, not the node's");
+	check(swift_pick_gid(t, 6, NULL, 0) == -2, "pick_gid: no address at all: refused");
+	t[4].valid = 0;
+	t[3].valid = 0;
+	check(swift_pick_gid(t, 6, &pod, 1) == -2, "pick_gid: an entry that did not answer is not used");
+	/* InfiniBand: no IPv4-mapped entry, the first valid one (GID 0) */
+	ib[0] = gent(NULL, 0);
+	ib[0].valid = 0;
+	ib[1] = gent(NULL, 0);
+	check(swift_pick_gid(ib, 2, &pod, 1) == 1, "pick_gid: InfiniBand, the first valid entry");
+	ib[1].valid = 0;
+	check(swift_pick_gid(ib, 2, &pod, 1) == -1, "pick_gid: nothing valid");
+	check(swift_pick_gid(ib, 0, &pod, 1) == -1, "pick_gid: an empty table");
+}
+
 static void test_esc(void)
 {
 	char out[64];
@@ -1339,6 +1394,7 @@ int main(void)
 	test_exchange();
 	test_keys();
 	test_esc();
+	test_pick_gid();
 	test_mutations(m ? atol(m) : 100000);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -1,4 +1,5 @@
-/* Small helpers: the clock, and escaping peer-supplied text for logs. */
+/* Small helpers: the clock, escaping peer-supplied text for logs, and
+ * choosing the GID that carries this network namespace's address. */
 #include <string.h>
 #include <time.h>
 #include "zygote.h"
@@ -31,4 +32,32 @@ void swift_esc(const char *s, size_t max, char *out, size_t outlen)
 		}
 	}
 	out[o] = 0;
+}
+
+int swift_pick_gid(const struct swift_gid_ent *t, int n, const uint32_t *addrs, int naddr)
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	int i, j, pass, mapped = 0;
+
+	/* RoCE v2 first (routable), then v1 */
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < n; i++) {
+			uint32_t a;
+
+			if (!t[i].valid || memcmp(t[i].raw, v4mapped, 12))
+				continue;
+			mapped = 1;
+			if (t[i].v2 != !pass)
+				continue;
+			memcpy(&a, t[i].raw + 12, 4);
+			for (j = 0; j < naddr; j++)
+				if (a == addrs[j])
+					return i;
+		}
+	if (mapped)
+		return -2;
+	for (i = 0; i < n; i++)
+		if (t[i].valid)
+			return i;
+	return -1;
 }
