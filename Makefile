@@ -8,6 +8,7 @@ CONTAINERD_VERSION ?= v2.4.2
 CONTAINERD_BIN ?= $(CACHE)/containerd-$(CONTAINERD_VERSION:v%=%)
 CRICTL_VERSION ?= v1.37.0
 CONTAINERD17_VERSION ?= v1.7.35
+CNI_PLUGINS_VERSION ?= v1.10.0
 PREFIX ?= /usr/local
 BIN := $(CURDIR)/bin
 OUT := $(CURDIR)/out
@@ -23,6 +24,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 export SWIFT_BIN := $(BIN)
 export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
 export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
+export SWIFT_CNI_BIN := $(CACHE)/cni-plugins-$(CNI_PLUGINS_VERSION:v%=%)
 
 .PHONY: all build install deps test unit lint fuzz integration cri matrix bench demo clean
 
@@ -35,7 +37,7 @@ build:
 	$(MAKE) -s -C preload OUT=$(BIN)
 
 install: build
-	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swiftctl $(PREFIX)/bin/
+	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swift-hook $(BIN)/swiftctl $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
 	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
 	install -d $(PREFIX)/lib/swift/lib $(PREFIX)/lib/swift/handlers
@@ -43,7 +45,7 @@ install: build
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/
 
 deps:
-	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION)
+	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION)
 
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

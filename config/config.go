@@ -68,6 +68,20 @@ type Config struct {
 	RDMA RDMA `toml:"rdma"`
 	// Zygote configures the INIT zygote (swift.io/zygote=true).
 	Zygote Zygote `toml:"zygote"`
+	// Hooks configures the OCI hooks added to opted-in containers.
+	Hooks Hooks `toml:"hooks"`
+}
+
+// Hooks is the [hooks] table: swift-hook runs as every opted-in
+// container's poststop hook (its lease released, a backstop) and, with
+// NetCheck, as its createRuntime hook (RDMA checked from inside the
+// container's network namespace before any of its processes runs).
+type Hooks struct {
+	// Path is swift-hook on the node; "" is the swift-hook beside the
+	// shim's own binary.
+	Path string `toml:"path"`
+	// NetCheck adds the createRuntime check.
+	NetCheck bool `toml:"netcheck"`
 }
 
 // Zygote is the [zygote] table.
@@ -113,6 +127,7 @@ func Default() Config {
 			DevRoot: "/dev",
 		},
 		Zygote: Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: DefaultFunctionUIDBase},
+		Hooks:  Hooks{NetCheck: true},
 	}
 }
 
@@ -280,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.KeysDir) {
 		return fmt.Errorf("keys_dir %q: must be an absolute path: %w", c.KeysDir, errdefs.ErrInvalidArgument)
+	}
+	if c.Hooks.Path != "" && !filepath.IsAbs(c.Hooks.Path) {
+		return fmt.Errorf("hooks.path %q: must be an absolute path (or \"\" for the swift-hook beside the shim): %w", c.Hooks.Path, errdefs.ErrInvalidArgument)
 	}
 	if !filepath.IsAbs(c.Zygote.BinDir) {
 		return fmt.Errorf("zygote.bin_dir %q: must be an absolute path: %w", c.Zygote.BinDir, errdefs.ErrInvalidArgument)

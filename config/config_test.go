@@ -21,6 +21,7 @@ func TestDefault(t *testing.T) {
 		KeysDir:      "/etc/swift/keys",
 		RDMA:         RDMA{Memlock: "unlimited", SysRoot: "/", DevRoot: "/dev"},
 		Zygote:       Zygote{BinDir: DefaultZygoteBinDir, FunctionUIDBase: 2000000000},
+		Hooks:        Hooks{NetCheck: true},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() = %+v, want %+v", got, want)
@@ -103,6 +104,10 @@ NCCL_IB_HCA = "mlx5"
 [zygote]
 bin_dir = "/opt/swift/bin"
 function_uid_base = 3000000
+
+[hooks]
+path = "/opt/swift/bin/swift-hook"
+netcheck = false
 `
 
 func TestLoadFile(t *testing.T) {
@@ -126,6 +131,7 @@ func TestLoadFile(t *testing.T) {
 			Env: map[string]string{"UCX_NET_DEVICES": "mlx5_0:1", "NCCL_IB_HCA": "mlx5"},
 		},
 		Zygote: Zygote{BinDir: "/opt/swift/bin", FunctionUIDBase: 3000000},
+		Hooks:  Hooks{Path: "/opt/swift/bin/swift-hook"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load = %+v\nwant %+v", got, want)
@@ -163,6 +169,7 @@ func TestParseFields(t *testing.T) {
 			c.RDMA.Env = map[string]string{"X": ""}
 		})},
 		{"zygote.bin_dir", "[zygote]\nbin_dir = \"/opt/swift\"", with(func(c *Config) { c.Zygote.BinDir = "/opt/swift" })},
+		{"hooks off", "[hooks]\nnetcheck = false", with(func(c *Config) { c.Hooks.NetCheck = false })},
 		{"zygote.function_uid_base off", "[zygote]\nfunction_uid_base = 0", with(func(c *Config) { c.Zygote.FunctionUIDBase = 0 })},
 		{"inline table", "rdma = { memlock = \"-1\", default = false }", with(func(c *Config) { c.RDMA.Memlock = "-1" })},
 	}
@@ -275,6 +282,8 @@ func TestParseInvalidValues(t *testing.T) {
 		{"dev_root relative", "[rdma]\ndev_root = \"./dev\"", []string{"rdma.dev_root", `"./dev"`}},
 		{"keys_dir relative", "keys_dir = \"keys\"", []string{"keys_dir", `"keys"`, "absolute"}},
 		{"zygote.bin_dir relative", "[zygote]\nbin_dir = \"lib/swift\"", []string{"zygote.bin_dir", `"lib/swift"`, "absolute"}},
+		{"hooks.path relative", "[hooks]\npath = \"bin/swift-hook\"", []string{"hooks.path", `"bin/swift-hook"`, "absolute", "line 2"}},
+		{"hooks.netcheck not a bool", "[hooks]\nnetcheck = \"yes\"", []string{"line 2", "bool"}},
 		{"zygote.function_uid_base root's range", "[zygote]\nfunction_uid_base = 5", []string{"zygote.function_uid_base 5", "from 1000 to 4294967166"}},
 		{"zygote.function_uid_base past uid_t", "[zygote]\nfunction_uid_base = 4294967200", []string{"zygote.function_uid_base 4294967200", "from 1000"}},
 		{"zygote.function_uid_base negative", "[zygote]\nfunction_uid_base = -1", []string{"line 2, column 21", "cannot be stored in uint32"}},

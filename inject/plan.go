@@ -32,6 +32,8 @@ type Node struct {
 	// would fail deep inside runc; Plan refuses it up front instead.
 	MemlockHard     uint64
 	CanRaiseMemlock bool
+	// Hooks, when set, adds swift-hook (Plan names the devices).
+	Hooks *Hooks
 	// Zygote, when set, makes swift-init the container's init.
 	Zygote *Zygote
 	// Limits, when set, replaces the node config's per-container limits
@@ -59,7 +61,7 @@ func ConfigLimits(cfg config.Config) Limits {
 
 // Plan validates a container's request against the node and returns the
 // modifier chain in its fixed order: devices, rdma limits, memlock, env,
-// zygote, seccomp (the last two only when node asks for them).
+// hooks, zygote, seccomp (the last three only when node asks for them).
 // warnings lists what was left out and why (to be logged by the caller).
 func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
 	inv := node.Inventory
@@ -126,6 +128,11 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		env[k] = v
 	}
 	mods = append(mods, Env{Vars: env})
+	if node.Hooks != nil {
+		h := *node.Hooks
+		h.Devices = names
+		mods = append(mods, h)
+	}
 	if node.Zygote != nil {
 		mods = append(mods, *node.Zygote)
 	}

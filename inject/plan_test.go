@@ -170,6 +170,19 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "hooks check the devices Swift sets up",
+			cfg:  config.Default(),
+			opts: annotations.Options{Devices: []string{"rxe1"}},
+			node: Node{Inventory: inventory(true), MemlockHard: unlimited,
+				Hooks: &Hooks{Path: "/bin/swift-hook", SysRoot: "/", ConfigPath: "/c.toml", NetCheck: true}},
+			want: []Modifier{
+				Devices{Nodes: []rdma.Node{uv1, cm}},
+				Memlock{Bytes: unlimited},
+				Env{Vars: map[string]string{EnvDevices: "rxe1"}},
+				Hooks{Path: "/bin/swift-hook", Devices: []string{"rxe1"}, SysRoot: "/", ConfigPath: "/c.toml", NetCheck: true},
+			},
+		},
+		{
 			name: "memlock above the hard limit with CAP_SYS_RESOURCE",
 			cfg:  cfgWith(func(c *config.Config) { c.RDMA.Memlock = "1GiB" }),
 			node: Node{Inventory: inventory(true), MemlockHard: 8 << 20, CanRaiseMemlock: true},

@@ -86,7 +86,8 @@ func TestEditBundleAllocated(t *testing.T) {
 				t.Fatalf("EditBundle: %v", err)
 			}
 			got, _ := readBundle(t, bundle)
-			if want := jsonRoundTrip(tc.want()); !reflect.DeepEqual(got, want) {
+			want := tc.want()
+			if want = jsonRoundTrip(n.hooked(want, cfg, envDevices(want))); !reflect.DeepEqual(got, want) {
 				gb, _ := json.MarshalIndent(got, "", " ")
 				wb, _ := json.MarshalIndent(want, "", " ")
 				t.Fatalf("config.json\n got %s\nwant %s", gb, wb)

@@ -50,8 +50,9 @@ type decision struct {
 	warnings []string
 }
 
-// decide makes the decision for spec (opts are its parsed annotations).
-func decide(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, node Node) (*decision, error) {
+// decide makes the decision for spec (opts are its parsed annotations;
+// cfg was read from cfgPath).
+func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg config.Config, opts annotations.Options, node Node) (*decision, error) {
 	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
 	if err != nil {
 		return nil, fmt.Errorf("discover RDMA devices: %w", err)
@@ -78,6 +79,11 @@ func decide(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Con
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
 		Limits: &ten.limits, Seccomp: ten.seccomp,
 	}
+	hook, err := hookPath(cfg)
+	if err != nil {
+		return nil, err
+	}
+	in.Hooks = &inject.Hooks{Path: hook, SysRoot: cfg.RDMA.SysRoot, ConfigPath: cfgPath, NetCheck: cfg.Hooks.NetCheck}
 	d := &decision{tenancy: ten}
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
 		if d.zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
@@ -96,6 +102,29 @@ func decide(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Con
 		d.mods = append(d.mods, *vd.Modifier)
 	}
 	return d, nil
+}
+
+// HookBinary is the hook binary's name (cmd/swift-hook).
+const HookBinary = "swift-hook"
+
+// hookPath is swift-hook on this node: hooks.path, else the one beside
+// the shim's own binary. It must be an executable file.
+func hookPath(cfg config.Config) (string, error) {
+	p := cfg.Hooks.Path
+	key := "hooks.path"
+	if p == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find the shim's own binary (for %s beside it): %w", HookBinary, err)
+		}
+		p, key = filepath.Join(filepath.Dir(self), HookBinary), "hooks.path (unset: beside the shim)"
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s: %s is not an executable file (install %s with the shim, or set hooks.path): %w",
+			key, p, HookBinary, errdefs.ErrFailedPrecondition)
+	}
+	return p, nil
 }
 
 // editBundle is EditBundle returning the lease it took (nil without a policy).
@@ -128,7 +157,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		}
 		return nil, nil
 	}
-	d, err := decide(ctx, bundle, spec, cfg, opts, node)
+	d, err := decide(ctx, bundle, cfgPath, spec, cfg, opts, node)
 	if err != nil {
 		return nil, err
 	}

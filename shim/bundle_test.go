@@ -34,6 +34,7 @@ type fakeNode struct {
 	tree       rdmatest.Tree
 	cgroupRoot string
 	keysDir    string // the node config's keys_dir: provisioned keyrings
+	hook       string // the node config's hooks.path (a stand-in: unit tests run no hook)
 }
 
 func newFakeNode(t *testing.T, rdmaCgroup bool) fakeNode {
@@ -58,15 +59,19 @@ func newFakeNode(t *testing.T, rdmaCgroup bool) fakeNode {
 	if err := os.WriteFile(filepath.Join(cg, "cgroup.controllers"), []byte(controllers+"\n"), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	return fakeNode{tree: tree, cgroupRoot: cg, keysDir: t.TempDir()}
+	hook := filepath.Join(root, "swift-hook")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fakeNode{tree: tree, cgroupRoot: cg, keysDir: t.TempDir(), hook: hook}
 }
 
 // writeConfig writes a node config pointing at the fake tree; memlock 4MiB
 // stays under the usual 8MiB hard limit, so no CAP_SYS_RESOURCE is needed.
 func (n fakeNode) writeConfig(t *testing.T, extra string) string {
 	t.Helper()
-	body := fmt.Sprintf("log_level = \"error\"\nkeys_dir = %q\n%s\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
-		n.keysDir, extraTop(extra), n.tree.SysRoot, n.tree.DevRoot) + extraRDMA(extra)
+	body := fmt.Sprintf("log_level = \"error\"\nkeys_dir = %q\n%s\n[hooks]\npath = %q\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		n.keysDir, extraTop(extra), n.hook, n.tree.SysRoot, n.tree.DevRoot) + extraRDMA(extra)
 	p := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -267,6 +272,26 @@ func wantInjected(ann map[string]string, devices string, limits bool) *specs.Spe
 	return w
 }
 
+// hooked is w with the hooks EditBundle adds on n with the node config at
+// cfg: netcheck of devices, release.
+func (n fakeNode) hooked(w *specs.Spec, cfg, devices string) *specs.Spec {
+	w.Hooks = &specs.Hooks{
+		CreateRuntime: []specs.Hook{{Path: n.hook, Args: []string{"swift-hook", "netcheck", "--devices", devices, "--sys-root", n.tree.SysRoot}, Timeout: ptr(10)}},
+		Poststop:      []specs.Hook{{Path: n.hook, Args: []string{"swift-hook", "release", "--config", cfg}, Timeout: ptr(10)}},
+	}
+	return w
+}
+
+// envDevices is the SWIFT_RDMA_DEVICES an expected spec sets.
+func envDevices(w *specs.Spec) string {
+	for _, e := range w.Process.Env {
+		if v, ok := strings.CutPrefix(e, inject.EnvDevices+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func TestEditBundleOptedIn(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -293,7 +318,7 @@ func TestEditBundleOptedIn(t *testing.T) {
 				t.Fatalf("EditBundle: %v", err)
 			}
 			got, once := readBundle(t, bundle)
-			want := wantInjected(tc.ann, tc.devices, tc.limits)
+			want := n.hooked(wantInjected(tc.ann, tc.devices, tc.limits), cfg, tc.devices)
 			if !reflect.DeepEqual(got, want) {
 				gb, _ := json.MarshalIndent(got, "", " ")
 				wb, _ := json.MarshalIndent(want, "", " ")
@@ -333,15 +358,21 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 	}
 	emptyNode := t.TempDir()
 	noDevicesCfg := filepath.Join(t.TempDir(), "nodev.toml")
-	if err := os.WriteFile(noDevicesCfg, fmt.Appendf(nil, "[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
-		emptyNode, filepath.Join(emptyNode, "dev")), 0o644); err != nil {
+	if err := os.WriteFile(noDevicesCfg, fmt.Appendf(nil, "[hooks]\npath = %q\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		n.hook, emptyNode, filepath.Join(emptyNode, "dev")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A sysfs that names a node missing from the dev root.
 	brokenDev := t.TempDir()
 	brokenCfg := filepath.Join(t.TempDir(), "broken.toml")
-	if err := os.WriteFile(brokenCfg, fmt.Appendf(nil, "[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
-		n.tree.SysRoot, brokenDev), 0o644); err != nil {
+	if err := os.WriteFile(brokenCfg, fmt.Appendf(nil, "[hooks]\npath = %q\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		n.hook, n.tree.SysRoot, brokenDev), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// hooks.path naming no executable
+	noHookCfg := filepath.Join(t.TempDir(), "nohook.toml")
+	if err := os.WriteFile(noHookCfg, fmt.Appendf(nil, "[hooks]\npath = \"/nonexistent/swift-hook\"\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		n.tree.SysRoot, n.tree.DevRoot), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	optIn := map[string]string{annotations.RDMA: "true"}
@@ -365,6 +396,8 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 			errdefs.IsInvalidArgument, []string{badCfg}},
 		{"unknown node config key", testSpec(optIn), unknownKeyCfg,
 			errdefs.IsInvalidArgument, []string{unknownKeyCfg, "rdma.memlok"}},
+		{"no swift-hook", testSpec(optIn), noHookCfg,
+			errdefs.IsFailedPrecondition, []string{"hooks.path", "/nonexistent/swift-hook", "not an executable file"}},
 		{"no devices on the node", testSpec(optIn), noDevicesCfg,
 			errdefs.IsFailedPrecondition, []string{"no RDMA devices"}},
 		{"device node missing", testSpec(optIn), brokenCfg,
@@ -432,7 +465,7 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("runc options = %+v", o)
 	}
 	got, _ := readBundle(t, bundle)
-	if want := wantInjected(ann, "rxe0,rxe1", false); !reflect.DeepEqual(got, want) {
+	if want := n.hooked(wantInjected(ann, "rxe0,rxe1", false), cfg, "rxe0,rxe1"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("config.json after Prepare = %+v, want %+v", got, want)
 	}
 
@@ -442,7 +475,7 @@ func TestPrepare(t *testing.T) {
 	if err := Prepare(context.Background(), &taskapi.CreateTaskRequest{ID: "c2", Bundle: bundle2}); err != nil {
 		t.Fatalf("Prepare with $SWIFT_CONFIG: %v", err)
 	}
-	if got, _ := readBundle(t, bundle2); !reflect.DeepEqual(got, wantInjected(ann, "rxe0,rxe1", false)) {
+	if got, _ := readBundle(t, bundle2); !reflect.DeepEqual(got, n.hooked(wantInjected(ann, "rxe0,rxe1", false), cfg, "rxe0,rxe1")) {
 		t.Fatalf("config.json after Prepare with $SWIFT_CONFIG = %+v", got)
 	}
 

@@ -201,6 +201,7 @@ func TestEditBundlePolicy(t *testing.T) {
 			}
 			got, once := readBundle(t, bundle)
 			want := tc.want(tc.ann)
+			want = n.hooked(want, cfg, envDevices(want))
 			if !reflect.DeepEqual(got, want) {
 				gb, _ := json.MarshalIndent(got, "", " ")
 				wb, _ := json.MarshalIndent(want, "", " ")
@@ -469,7 +470,7 @@ func TestEditBundleNoPolicy(t *testing.T) {
 	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := readBundle(t, bundle); !reflect.DeepEqual(got, wantInjected(ann, "rxe0,rxe1", false)) {
+	if got, _ := readBundle(t, bundle); !reflect.DeepEqual(got, n.hooked(wantInjected(ann, "rxe0,rxe1", false), cfg, "rxe0,rxe1")) {
 		t.Errorf("spec differs from the injection without a policy")
 	}
 	if _, err := os.Stat(filepath.Join(state, ledger.FileName)); !errors.Is(err, os.ErrNotExist) {

@@ -1,0 +1,79 @@
+//go:build e2e
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hookNode is a policy node whose hooks.path is script (netcheck on).
+func hookNode(t *testing.T, script string) policyNode {
+	t.Helper()
+	hook := filepath.Join(t.TempDir(), "swift-hook")
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, nodeCfg := fakeNode(t, "memlock = \"4MiB\"\n")
+	state := t.TempDir()
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(pol, []byte("local_tenant = \"t\"\n[tenants.t]\nlocal = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := runtimeConfig(t, fmt.Sprintf("state_dir = %q\npolicy_path = %q\n[hooks]\npath = %q\nnetcheck = true\n%s", state, pol, hook, nodeCfg))
+	return policyNode{cfg: filepath.Join(filepath.Dir(opts), "config.toml"), opts: opts, state: state, policy: pol}
+}
+
+// TestHookFailureLeavesNothing: swift-hook's createRuntime run failing
+// (an injected failure: a stand-in that exits 1, or one that outlives the
+// hook timeout) fails the container's create with the hook's words, and
+// leaves no task, container, bundle, mount, shim or lease.
+func TestHookFailureLeavesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		id, script string
+		want       []string
+	}{
+		{"hook-fails", "#!/bin/sh\ncase \"$1\" in netcheck) echo 'swift-hook: device rxe0 has no GID (injected failure)' >&2; exit 1;; esac\nexit 0\n",
+			[]string{"error running hook", "injected failure"}},
+		{"hook-hangs", "#!/bin/sh\ncase \"$1\" in netcheck) exec sleep 60;; esac\nexit 0\n",
+			[]string{"error running hook", "timeout"}},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			n := hookNode(t, tc.script)
+			_, se, code := ctrRun(t, runSpec{id: tc.id, runtime: swiftRuntime, optsFile: n.opts,
+				annotations: map[string]string{"swift.io/rdma": "true"}, args: []string{"true"}})
+			if code == 0 {
+				t.Fatalf("the container ran although its createRuntime hook failed")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(se, w) {
+					t.Errorf("stderr lacks %q:\n%q", w, se)
+				}
+			}
+			assertNothingLeft(t, tc.id)
+			if p := n.pools(t); len(p.Leases) != 0 {
+				t.Errorf("leases left after the failed create: %q", p.leaseIDs())
+			}
+		})
+	}
+}
+
+// TestHooksRun: with the real swift-hook (netcheck off: this host has no
+// RDMA), a container runs, holds its lease, and swift-hook runs as its
+// poststop hook when it is deleted; nothing is left.
+func TestHooksRun(t *testing.T) {
+	n := newPolicyNode(t, "local_tenant = \"t\"\n[tenants.t]\nlocal = true\n", false)
+	id := "hooks-run"
+	_, se, code := ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: n.opts,
+		annotations: map[string]string{"swift.io/rdma": "true"}, args: []string{"true"}})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	assertNothingLeft(t, id)
+	if p := n.pools(t); len(p.Leases) != 0 {
+		t.Errorf("leases left: %q", p.leaseIDs())
+	}
+}
