@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs, idempotently, what building and testing Swift needs on Debian 12:
 # Debian packages, and a containerd built with `go install` into a cache dir
-# (reused when present), crictl, and containerd 1.7 for the support matrix.
-# Usage: scripts/deps.sh CACHE_DIR CONTAINERD_VERSION CRICTL_VERSION CONTAINERD17_VERSION
+# (reused when present), crictl, the CNI plugins the VM's pods use, and
+# containerd 1.7 for the support matrix.
+# Usage: scripts/deps.sh CACHE_DIR CONTAINERD_VERSION CRICTL_VERSION CONTAINERD17_VERSION CNI_PLUGINS_VERSION
 set -euo pipefail
 cache=${1:-/var/cache/swift-build}
 ctrd_version=${2:-v2.4.2}
 crictl_version=${3:-v1.37.0}
 ctrd17_version=${4:-v1.7.35}
+cni_version=${5:-v1.10.0}
 ctrd_dir="$cache/containerd-${ctrd_version#v}"
 
 pkgs=(runc busybox-static iproute2 util-linux gcc make
@@ -39,6 +41,21 @@ if [[ ! -x "$crictl_dir/crictl" ]]; then
   rm -rf "$crictl_dir.tmp" && mkdir -p "$crictl_dir.tmp"
   GOBIN="$crictl_dir.tmp" GOFLAGS=-mod=mod go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version"
   rm -rf "$crictl_dir" && mv "$crictl_dir.tmp" "$crictl_dir"
+fi
+
+# The containernetworking plugins pods in the VM are networked with
+# (macvlan on the RoCE link, host-local addresses; loopback, which
+# containerd's CRI runs in every pod; bridge).
+cni_dir="$cache/cni-plugins-${cni_version#v}"
+cni_plugins=(main/macvlan main/bridge main/loopback ipam/host-local)
+cni_plugins=("${cni_plugins[@]/#/github.com/containernetworking/plugins/plugins/}")
+cni_ok=yes
+for p in "${cni_plugins[@]}"; do [[ -x "$cni_dir/${p##*/}" ]] || cni_ok=no; done
+if [[ $cni_ok != yes ]]; then
+  echo "deps: building the CNI plugins $cni_version into $cni_dir"
+  rm -rf "$cni_dir.tmp" && mkdir -p "$cni_dir.tmp"
+  GOBIN="$cni_dir.tmp" GOFLAGS=-mod=mod go install "${cni_plugins[@]/%/@$cni_version}"
+  rm -rf "$cni_dir" && mv "$cni_dir.tmp" "$cni_dir"
 fi
 
 # containerd 1.7 for the support matrix. `go install ...@v1.7.x` refuses

@@ -38,7 +38,11 @@ const (
 	ScenarioNonRoot         = "nonroot"
 	// ScenarioAlloc runs pods through CRI whose devices were allocated
 	// before the shim (a device plugin's DeviceSpec, CDI).
-	ScenarioAlloc   = "alloc"
+	ScenarioAlloc = "alloc"
+	// ScenarioCNI runs two pods with their own network namespaces
+	// (macvlan on the RoCE link, host-local addresses) whose zygotes
+	// pre-connect over the pods' own GIDs.
+	ScenarioCNI     = "cni"
 	ScenarioHostile = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
@@ -66,7 +70,7 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
-	ScenarioAlloc,
+	ScenarioAlloc, ScenarioCNI,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 
@@ -95,6 +99,7 @@ type Config struct {
 	BinDir          string        // holds containerd-shim-swift-v2
 	ContainerdDir   string        // holds containerd, ctr, containerd-shim-runc-v2
 	CrictlDir       string        // holds crictl (CRI scenarios)
+	CNIDir          string        // holds the CNI plugins (pods with their own network)
 	Scenarios       []string      // scenarios to run, in order
 	Broken          string        // "" (off), "1" (exit non-zero) or "hang"
 	Timeout         time.Duration // whole VM; the guest is killed after it
@@ -120,6 +125,7 @@ type Config struct {
 //	SWIFT_BIN                  directory with containerd-shim-swift-v2 (default <repo>/bin)
 //	SWIFT_CONTAINERD_BIN       directory with containerd, ctr, containerd-shim-runc-v2
 //	SWIFT_CRICTL_BIN           directory with crictl (scenarios through CRI)
+//	SWIFT_CNI_BIN              directory with the CNI plugins (macvlan, host-local, loopback)
 //	SWIFT_VM_ACCEL             auto (default), tcg or kvm
 //	SWIFT_VM_MEMORY            guest memory in MiB (default 2048)
 //	SWIFT_VM_CPUS              guest CPUs (default 2)
@@ -136,6 +142,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		BinDir:          envOr("SWIFT_BIN", filepath.Join(repo, "bin")),
 		ContainerdDir:   envOr("SWIFT_CONTAINERD_BIN", DefaultContainerdDir),
 		CrictlDir:       os.Getenv(harness.EnvCrictlBin),
+		CNIDir:          os.Getenv(EnvCNIBin),
 		Scenarios:       AllScenarios,
 		Broken:          os.Getenv("SWIFT_VM_BROKEN"),
 		Timeout:         20 * time.Minute,
@@ -495,10 +502,15 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	if err != nil {
 		return err
 	}
-	crictlDir := ""
+	crictlDir, cniDir := "", ""
 	if slices.ContainsFunc(c.Scenarios, NeedsCRI) {
 		if crictlDir, err = prepareCRI(ctx, c, runDir); err != nil {
 			return err
+		}
+		if c.CNIDir != "" {
+			if cniDir, err = guestDir(runDir, c.CNIDir, "cni"); err != nil {
+				return err
+			}
 		}
 	}
 	ctrdDir, err := guestDir(runDir, c.ContainerdDir, "containerd")
@@ -516,10 +528,11 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		"SWIFTVM_RDMA_LIMIT":       strconv.Itoa(c.RDMALimit),
 		"SWIFTVM_PROBE":            c.Probe,
 		"SWIFTVM_CRICTL_DIR":       crictlDir,
+		"SWIFTVM_CNI_DIR":          cniDir,
 	}
 	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
 		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE",
-		"SWIFTVM_CRICTL_DIR"}
+		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR"}
 	extraKeys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		env[k] = v
@@ -536,7 +549,12 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 
 // NeedsCRI reports whether a scenario runs pods through containerd's CRI
 // plugin (the guest then enables it and imports the images).
-func NeedsCRI(name string) bool { return name == ScenarioXCRI || name == ScenarioAlloc }
+func NeedsCRI(name string) bool {
+	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI
+}
+
+// EnvCNIBin names the directory of the CNI plugins (make deps builds them).
+const EnvCNIBin = "SWIFT_CNI_BIN"
 
 // CRI images the guest imports: the pinned sandbox image and one made of
 // the container rootfs.

@@ -508,14 +508,41 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("none_lease", "rxe0,rxe1")
 		// refused at Create, nothing left
 		want("outside_refused", "1")
-		want("outside_error", `device "rxe1" is not among the devices allocated to the container (allocated: rxe0)`)
-		want("outside_left", "0")
+		want("outside_error", "rxe1 is not among the devices allocated to the container (allocated: rxe0)")
+		want("outside_tasks", "0")
+		want("outside_leases", "0")
 		want("bogus_refused", "1")
 		want("bogus_error", "/dev/infiniband/uverbs7 (c 231:199) is not an RDMA device on this node")
-		want("bogus_left", "0")
+		want("bogus_tasks", "0")
+		want("bogus_leases", "0")
 		want("leases_in_pod", "4")
 		want("pods_left", "0")
 		want("leases_left", "0")
+	case ScenarioCNI:
+		// a macvlan pod: its own address and GID, refused for rxe's socket
+		want("mv_ip_own", "1")
+		if n, _ := strconv.Atoi(f["mv_gid_seen"]); n < 1 {
+			t.Errorf("%s: mv_gid_seen = %q: the pod's address never appeared as a GID of rxe0", name, f["mv_gid_seen"])
+		}
+		want("mv_refused", "1")
+		if !strings.HasPrefix(f["mv_error"], "device rxe0 is soft-RoCE (rxe), and the container's network namespace net:[") {
+			t.Errorf("%s: mv_error = %q", name, f["mv_error"])
+		}
+		want("mv_tasks", "0")
+		// a bridge pod: no GID for its address
+		want("br_refused", "1")
+		if e := f["br_error"]; !strings.HasPrefix(e, "device rxe0 has no GID for an IPv4 address of the container's network namespace net:[") ||
+			!strings.Contains(e, "10.88.0.") {
+			t.Errorf("%s: br_error = %q", name, e)
+		}
+		want("br_tasks", "0")
+		// exclusive mode: rxe cannot move
+		want("excl_set", "ok")
+		want("ex_refused", "1")
+		want("ex_error", "RDMA network namespace mode is exclusive, and device rxe0 is soft-RoCE (rxe), which cannot be moved")
+		want("ex_tasks", "0")
+		want("mode_after", "netns shared")
+		want("pods_left", "0")
 	case ScenarioQPLimit:
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4
 		if !strings.Contains(f["rdma_max"], "hca_object=16") {

@@ -26,7 +26,7 @@ busybox=${SWIFT_VM_BUSYBOX:-/bin/busybox}
 modules="crc32_generic virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev
 virtio_pci failover net_failover virtio_net configfs netfs fscache 9pnet 9p
 9pnet_virtio udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe ib_cm iw_cm
-rdma_cm rdma_ucm veth macvlan"
+rdma_cm rdma_ucm veth macvlan bridge"
 
 log() { echo "build.sh: $*" >&2; }
 die() { echo "build.sh: error: $*" >&2; exit 1; }

@@ -68,7 +68,7 @@ for s in $SWIFTVM_SCENARIOS; do
 	*) needs_containerd=yes ;;
 	esac
 	case "$s" in
-	x-cri | alloc) needs_cri=yes ;;
+	x-cri | alloc | cni) needs_cri=yes ;;
 	esac
 done
 
@@ -128,7 +128,7 @@ EOF
   enable_cdi = true
   cdi_spec_dirs = ["$W/cdi"]
 [plugins."io.containerd.cri.v1.runtime".cni]
-  bin_dirs = ["$W/cni/bin"]
+  bin_dirs = ["${SWIFTVM_CNI_DIR:-$W/cni/bin}"]
   conf_dir = "$W/cni/net.d"
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.swift]
   runtime_type = "io.containerd.swift.v2"

@@ -30,6 +30,8 @@
 #   alloc              devices allocated before the shim (device plugin, CDI):
 #                      exactly those, and limits, env and lease name them
 #                      (pods.sh)
+#   cni                two pods with their own netns (macvlan, host-local)
+#                      pre-connect over their own GIDs (pods.sh)
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -1046,7 +1048,7 @@ scenario_probe() {
 . "$(dirname "$0")/pods.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
