@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
 // hookNode is a policy node whose hooks.path is script (netcheck on).
@@ -75,5 +80,43 @@ func TestHooksRun(t *testing.T) {
 	assertNothingLeft(t, id)
 	if p := n.pools(t); len(p.Leases) != 0 {
 		t.Errorf("leases left: %q", p.leaseIDs())
+	}
+}
+
+// TestHookReleasesAfterShimDies: the shim of a running container is
+// killed with SIGKILL, so it never releases the lease; containerd's
+// cleanup of the dead shim deletes the container with runc, which runs
+// swift-hook as its poststop hook: the lease is gone without gc.
+func TestHookReleasesAfterShimDies(t *testing.T) {
+	n := newPolicyNode(t, "local_tenant = \"t\"\n[tenants.t]\nlocal = true\n", false)
+	id := "hook-shim-dies"
+	_, se, code := ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: n.opts, detach: true,
+		annotations: map[string]string{"swift.io/rdma": "true"}, args: []string{"sleep", "600"}})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	defer assertNothingLeft(t, id)
+	defer removeOnce(t, id)()
+	if p := n.pools(t); len(p.Leases) != 1 {
+		t.Fatalf("leases %q, want the running container's", p.leaseIDs())
+	}
+	pids := harness.ShimPIDs(id)
+	if len(pids) != 1 {
+		t.Fatalf("shim processes of %s: %v", id, pids)
+	}
+	pid, _ := strconv.Atoi(pids[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := n.pools(t)
+		if len(p.Leases) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after its shim died the ledger still holds %q: the poststop hook did not release it", p.leaseIDs())
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
