@@ -82,6 +82,11 @@ type Hooks struct {
 	Path string `toml:"path"`
 	// NetCheck adds the createRuntime check.
 	NetCheck bool `toml:"netcheck"`
+	// ExclusiveMove lets netcheck move a container's devices into its
+	// network namespace in RDMA netns exclusive mode. Set it only where
+	// every RDMA container's devices are allocated to it alone (a device
+	// plugin, CDI or DRA): a moved device leaves the node's namespace.
+	ExclusiveMove bool `toml:"exclusive_move"`
 }
 
 // Zygote is the [zygote] table.

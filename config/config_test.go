@@ -108,6 +108,7 @@ function_uid_base = 3000000
 [hooks]
 path = "/opt/swift/bin/swift-hook"
 netcheck = false
+exclusive_move = true
 `
 
 func TestLoadFile(t *testing.T) {
@@ -131,7 +132,7 @@ func TestLoadFile(t *testing.T) {
 			Env: map[string]string{"UCX_NET_DEVICES": "mlx5_0:1", "NCCL_IB_HCA": "mlx5"},
 		},
 		Zygote: Zygote{BinDir: "/opt/swift/bin", FunctionUIDBase: 3000000},
-		Hooks:  Hooks{Path: "/opt/swift/bin/swift-hook"},
+		Hooks:  Hooks{Path: "/opt/swift/bin/swift-hook", ExclusiveMove: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load = %+v\nwant %+v", got, want)

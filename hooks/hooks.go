@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -92,7 +93,10 @@ func ViewOf(pid int) (NetView, error) {
 
 // NetCheck is the createRuntime hook: devices (by name, under sysRoot)
 // checked from the network namespace of the container's init (st.Pid).
-func NetCheck(st specs.State, sysRoot string, devices []string) error {
+// In exclusive mode the devices are moved into that namespace only with
+// move (they were allocated to this container: its own); a failure moves
+// back what was moved.
+func NetCheck(st specs.State, sysRoot string, devices []string, move bool) (retErr error) {
 	if st.Pid <= 0 {
 		return fmt.Errorf("the container state has no pid (netcheck runs as a createRuntime hook): %w", errdefs.ErrInvalidArgument)
 	}
@@ -104,15 +108,24 @@ func NetCheck(st specs.State, sysRoot string, devices []string) error {
 	if mode, err := netlink.RdmaSystemGetNetnsMode(); err == nil && mode == "exclusive" {
 		exclusive = true
 	}
+	var moved []Device
+	defer func() {
+		if retErr != nil {
+			for _, d := range moved {
+				moveBack(d)
+			}
+		}
+	}()
 	for _, name := range devices {
 		d, err := ReadDevice(sysRoot, name)
 		if err != nil {
 			return err
 		}
 		if exclusive && !v.Host {
-			if err := moveInto(d, st.Pid, v); err != nil {
+			if err := moveInto(d, st.Pid, v, move); err != nil {
 				return err
 			}
+			moved = append(moved, d)
 		}
 		if err := CheckNet(d, v); err != nil {
 			return err
@@ -127,16 +140,20 @@ func NetCheck(st specs.State, sysRoot string, devices []string) error {
 // cannot move (the kernel requires disassociate_ucontext, which rxe
 // lacks). The move of a device that supports it is not tested here (no
 // such device in the VM suite).
-func moveInto(d Device, pid int, v NetView) error {
+func moveInto(d Device, pid int, v NetView, move bool) error {
 	if d.Soft {
 		return fmt.Errorf("RDMA network namespace mode is exclusive, and device %s is soft-RoCE (rxe), which cannot be moved into "+
 			"the container's network namespace %s (the kernel requires disassociate_ucontext, which rxe lacks): "+
 			"use shared mode (rdma system set netns shared) or a device that can move: %w", d.Name, v.Name, errdefs.ErrFailedPrecondition)
 	}
+	if !move {
+		return fmt.Errorf("RDMA network namespace mode is exclusive, and this node does not move devices into containers' network namespaces "+
+			"(hooks.exclusive_move = false): device %s cannot reach %s; set it where every RDMA container's devices are allocated to it alone: %w",
+			d.Name, v.Name, errdefs.ErrFailedPrecondition)
+	}
 	link, err := netlink.RdmaLinkByName(d.Name)
 	if err != nil {
-		// already moved (a retried hook): it is no longer in ours
-		return nil
+		return fmt.Errorf("exclusive mode: device %s is not in the node's network namespace (moved into another?): %v: %w", d.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 	if err != nil {
@@ -149,6 +166,22 @@ func moveInto(d Device, pid int, v NetView) error {
 	return nil
 }
 
+// moveBack returns d to the node's network namespace (that of PID 1),
+// undoing moveInto after a later failure; best effort.
+func moveBack(d Device) {
+	f, err := os.Open("/proc/1/ns/net")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if link, err := netlink.RdmaLinkByName(d.Name); err == nil {
+		_ = netlink.RdmaLinkSetNsFd(link, uint32(f.Fd())) // already home
+		return
+	}
+	// it is in the container's namespace: only from there can it be named
+	// again; the kernel returns it when that namespace ends
+}
+
 // Release is the poststop hook: the lease of the container (st.ID in the
 // containerd namespace its bundle path names) is given back, if it is
 // still recorded for this very bundle.
@@ -158,19 +191,14 @@ func Release(cfgPath string, st specs.State) error {
 		return err
 	}
 	l := ledger.New(cfg.StateDir)
+	l.Timeout = ReleaseLockTimeout
 	if _, err := os.Stat(l.Path); os.IsNotExist(err) {
 		return nil // no policy, no ledger
 	}
-	ns := filepath.Base(filepath.Dir(st.Bundle))
-	leases, err := l.List()
-	if err != nil {
-		return err
-	}
-	for _, x := range leases {
-		if x.Namespace == ns && x.ID == st.ID && x.Bundle == st.Bundle {
-			_, err := l.Release(ns, st.ID, nil)
-			return err
-		}
-	}
-	return nil
+	_, err = l.ReleaseBundle(filepath.Base(filepath.Dir(st.Bundle)), st.ID, st.Bundle)
+	return err
 }
+
+// ReleaseLockTimeout bounds release's wait for the ledger's lock, well
+// inside the hook's own time-out.
+const ReleaseLockTimeout = 5 * time.Second

@@ -148,7 +148,7 @@ func TestReadState(t *testing.T) {
 			t.Errorf("ReadState(%q) = %v, want InvalidArgument", in, err)
 		}
 	}
-	if err := NetCheck(specs.State{ID: "c", Bundle: "/b"}, "/", []string{"rxe0"}); !errdefs.IsInvalidArgument(err) {
+	if err := NetCheck(specs.State{ID: "c", Bundle: "/b"}, "/", []string{"rxe0"}, false); !errdefs.IsInvalidArgument(err) {
 		t.Errorf("NetCheck without a pid = %v, want InvalidArgument", err)
 	}
 }

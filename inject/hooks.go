@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -21,6 +22,9 @@ type Hooks struct {
 	SysRoot    string   // the node config's rdma.sys_root
 	ConfigPath string   // the node config release reads
 	NetCheck   bool
+	// Move lets netcheck move the devices into the container's network
+	// namespace in RDMA netns exclusive mode (hooks.exclusive_move).
+	Move bool
 }
 
 // Name implements Modifier.
@@ -32,21 +36,30 @@ func (m Hooks) Modify(s *specs.Spec) error {
 		s.Hooks = &specs.Hooks{}
 	}
 	t := HookTimeout
+	h := s.Hooks
+	// a swift-hook anywhere else (another spelling of its path, another
+	// hook point) could release the lease early or skip a check: ours only
+	h.Prestart, h.CreateContainer, h.StartContainer, h.Poststart =
+		m.without(h.Prestart), m.without(h.CreateContainer), m.without(h.StartContainer), m.without(h.Poststart)
 	s.Hooks.CreateRuntime = m.without(s.Hooks.CreateRuntime)
 	if m.NetCheck {
-		s.Hooks.CreateRuntime = append(s.Hooks.CreateRuntime, specs.Hook{Path: m.Path,
-			Args:    []string{"swift-hook", "netcheck", "--devices", strings.Join(m.Devices, ","), "--sys-root", m.SysRoot},
-			Timeout: &t})
+		args := []string{"swift-hook", "netcheck", "--devices", strings.Join(m.Devices, ","), "--sys-root", m.SysRoot}
+		if m.Move {
+			args = append(args, "--move")
+		}
+		s.Hooks.CreateRuntime = append(s.Hooks.CreateRuntime, specs.Hook{Path: m.Path, Args: args, Timeout: &t})
 	}
 	s.Hooks.Poststop = append(m.without(s.Hooks.Poststop), specs.Hook{Path: m.Path,
 		Args: []string{"swift-hook", "release", "--config", m.ConfigPath}, Timeout: &t})
 	return nil
 }
 
+// without drops the entries that run swift-hook: our path, or any path
+// whose file name is swift-hook's (a symlink or another copy).
 func (m Hooks) without(hs []specs.Hook) []specs.Hook {
 	var out []specs.Hook
 	for _, h := range hs {
-		if h.Path != m.Path {
+		if filepath.Clean(h.Path) != filepath.Clean(m.Path) && filepath.Base(h.Path) != filepath.Base(m.Path) {
 			out = append(out, h)
 		}
 	}

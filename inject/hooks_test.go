@@ -41,6 +41,23 @@ func TestHooks(t *testing.T) {
 			want: &specs.Spec{Hooks: &specs.Hooks{CreateRuntime: []specs.Hook{nri, netcheck}, Poststop: []specs.Hook{release}}},
 		},
 		{
+			name: "a swift-hook at another path or hook point is dropped",
+			mod:  h,
+			in: func() *specs.Spec {
+				early := specs.Hook{Path: "/opt/x/../bin/swift-hook", Args: []string{"swift-hook", "release", "--config", "/etc/swift/config.toml"}}
+				return &specs.Spec{Hooks: &specs.Hooks{Prestart: []specs.Hook{early, nri}, StartContainer: []specs.Hook{early}, CreateContainer: []specs.Hook{early},
+					Poststart: []specs.Hook{early}, CreateRuntime: []specs.Hook{early}}}
+			},
+			want: &specs.Spec{Hooks: &specs.Hooks{Prestart: []specs.Hook{nri}, CreateRuntime: []specs.Hook{netcheck}, Poststop: []specs.Hook{release}}},
+		},
+		{
+			name: "exclusive_move passes --move",
+			mod:  Hooks{Path: h.Path, Devices: h.Devices, SysRoot: "/", ConfigPath: h.ConfigPath, NetCheck: true, Move: true},
+			in:   func() *specs.Spec { return &specs.Spec{} },
+			want: &specs.Spec{Hooks: &specs.Hooks{CreateRuntime: []specs.Hook{{Path: netcheck.Path,
+				Args: append(append([]string{}, netcheck.Args...), "--move"), Timeout: intp(10)}}, Poststop: []specs.Hook{release}}},
+		},
+		{
 			name: "netcheck off: release only",
 			mod:  noCheck,
 			in:   func() *specs.Spec { return &specs.Spec{} },

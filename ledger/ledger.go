@@ -725,6 +725,30 @@ func (l *Ledger) Release(namespace, id string, owner *Owner) (*Lease, error) {
 	return out, nil
 }
 
+// ReleaseBundle removes the lease of namespace/id only if it was taken
+// for bundle, in one transaction, and returns it (nil when there is none
+// or it is another bundle's; a lease that does not decode is left to gc).
+func (l *Ledger) ReleaseBundle(namespace, id, bundle string) (*Lease, error) {
+	var out *Lease
+	key := []byte(namespace + "/" + id)
+	err := l.onBucket(true, "release "+string(key)+": ", func(b *bolt.Bucket) error {
+		v := b.Get(key)
+		if v == nil {
+			return nil
+		}
+		x, err := decode(key, v)
+		if err != nil || x.Bundle != bundle {
+			return nil
+		}
+		out = &x
+		return b.Delete(key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // List returns every lease, ordered by key. A missing ledger has none.
 func (l *Ledger) List() ([]Lease, error) {
 	var out []Lease

@@ -39,10 +39,16 @@ type Inventory struct {
 	Devices []Device
 	// RDMACM is the rdma_cm node, nil when the node has no rdma_ucm.
 	RDMACM *Node
-	// MAD lists the management datagram nodes (umadN, issmN) of ib_umad,
-	// by their numbers only: Swift never injects them, but a device
-	// plugin may have put them in a spec.
-	MAD []Node
+	// MAD lists the management datagram nodes (umadN, issmN) of ib_umad
+	// with the device each serves: Swift never injects them, but a device
+	// plugin may have put them in a spec, and they reach their device.
+	MAD []MADNode
+}
+
+// MADNode is an ib_umad node and the verbs device it serves.
+type MADNode struct {
+	Node
+	Device string // its ibdev
 }
 
 // Only returns the inventory narrowed to the devices called names (in the
@@ -144,8 +150,9 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 		if err != nil {
 			return inv, fmt.Errorf("%s: %w", devFile, err)
 		}
-		inv.MAD = append(inv.MAD, Node{Path: ContainerDir + "/" + e.Name(), HostPath: filepath.Join(devRoot, "infiniband", e.Name()),
-			Major: major, Minor: minor})
+		ibdev, _ := readTrim(filepath.Join(madDir, e.Name(), "ibdev"))
+		inv.MAD = append(inv.MAD, MADNode{Node: Node{Path: ContainerDir + "/" + e.Name(), HostPath: filepath.Join(devRoot, "infiniband", e.Name()),
+			Major: major, Minor: minor}, Device: ibdev})
 	}
 	return inv, nil
 }

@@ -89,10 +89,10 @@ func TestDiscoverTwoMLX5Sorted(t *testing.T) {
 			Name: "mlx5_1", NodeGUID: "b8ce:f603:00a1:b2c1", FWVersion: "22.39.1002",
 			Uverbs: Node{Path: "/dev/infiniband/uverbs0", HostPath: filepath.Join(dev, "infiniband/uverbs0"), Major: 231, Minor: 192},
 		},
-	}, MAD: []Node{
-		{Path: "/dev/infiniband/issm0", HostPath: filepath.Join(dev, "infiniband/issm0"), Major: 231, Minor: 64},
-		{Path: "/dev/infiniband/umad0", HostPath: filepath.Join(dev, "infiniband/umad0"), Major: 231, Minor: 0},
-		{Path: "/dev/infiniband/umad1", HostPath: filepath.Join(dev, "infiniband/umad1"), Major: 231, Minor: 1},
+	}, MAD: []MADNode{
+		{Node{Path: "/dev/infiniband/issm0", HostPath: filepath.Join(dev, "infiniband/issm0"), Major: 231, Minor: 64}, "mlx5_1"},
+		{Node{Path: "/dev/infiniband/umad0", HostPath: filepath.Join(dev, "infiniband/umad0"), Major: 231, Minor: 0}, "mlx5_1"},
+		{Node{Path: "/dev/infiniband/umad1", HostPath: filepath.Join(dev, "infiniband/umad1"), Major: 231, Minor: 1}, "mlx5_0"},
 	}}
 	if !reflect.DeepEqual(inv, want) {
 		t.Fatalf("Discover\n got %+v\nwant %+v", inv, want)

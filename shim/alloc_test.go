@@ -12,6 +12,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/policy"
 )
 
 // kubeletDev is a device as containerd's CRI plugin writes a device
@@ -156,4 +157,57 @@ func TestEditBundleAllocatedLease(t *testing.T) {
 	if !reflect.DeepEqual(got.Linux.Resources.Rdma, map[string]specs.LinuxRdma{"rxe1": {HcaHandles: ptr(uint32(4)), HcaObjects: ptr(uint32(100))}}) {
 		t.Fatalf("rdma limits %+v: want rxe1 only", got.Linux.Resources.Rdma)
 	}
+}
+
+// TestEditBundleHeldUnderPolicy: a container that does not opt in but
+// holds RDMA devices (a pod asking CDI directly) is opted in when a
+// tenant policy is in force: admitted, limited and leased; swift.io/rdma=
+// false is refused; without a policy it is left alone.
+func TestEditBundleHeldUnderPolicy(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, state, _ := n.policyConfig(t, testPolicy)
+	// a local caller: local_tenant "ops", which may use every device
+	bundle, _ := writeBundle(t, allocatedSpec(nil, 193))
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("EditBundle: %v", err)
+	}
+	got, _ := readBundle(t, bundle)
+	if envDevices(got) != "rxe1" || got.Hooks == nil || len(got.Linux.Devices) != 2 {
+		t.Errorf("not opted in: env %q, hooks %v, devices %+v", envDevices(got), got.Hooks, got.Linux.Devices)
+	}
+	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Tenant != "ops" || !reflect.DeepEqual(ls[0].Devices, []string{"rxe1"}) {
+		t.Errorf("leases %+v: want one of tenant ops for rxe1", ls)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		spec  *specs.Spec
+		class func(error) bool
+		msg   []string
+	}{
+		{"swift.io/rdma=false with devices", context.Background(), allocatedSpec(map[string]string{annotations.RDMA: "false"}, 192),
+			errdefs.IsPermissionDenied, []string{"holds RDMA devices (rxe0)", "swift.io/rdma=false"}},
+		{"a pod asking for a device its tenant may not use", callerCtx(map[string]string{policy.CRISandboxNamespace: "team-a"}),
+			allocatedSpec(map[string]string{policy.CRISandboxNamespace: "team-a"}, 192),
+			errdefs.IsPermissionDenied, []string{`device "rxe0" is allocated to the container, but tenant "a" may not use it`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(leasesIn(t, state))
+			bundle, orig := writeBundle(t, tc.spec)
+			err := EditBundle(tc.ctx, bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+			assertRefused(t, "EditBundle", err, tc.class, tc.msg...)
+			assertUnchanged(t, bundle, orig)
+			if after := len(leasesIn(t, state)); after != before {
+				t.Fatalf("leases went from %d to %d", before, after)
+			}
+		})
+	}
+
+	open, _, _ := n.policyConfig(t, "")
+	bundle, orig := writeBundle(t, allocatedSpec(nil, 192))
+	if err := EditBundle(context.Background(), bundle, open, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("EditBundle without a policy: %v", err)
+	}
+	assertUnchanged(t, bundle, orig)
 }

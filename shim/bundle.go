@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
@@ -17,6 +18,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 	"github.com/swift-rdma/swift-containerd/ledger"
+	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
 )
@@ -83,7 +85,7 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 	if err != nil {
 		return nil, err
 	}
-	in.Hooks = &inject.Hooks{Path: hook, SysRoot: cfg.RDMA.SysRoot, ConfigPath: cfgPath, NetCheck: cfg.Hooks.NetCheck}
+	in.Hooks = &inject.Hooks{Path: hook, SysRoot: cfg.RDMA.SysRoot, ConfigPath: cfgPath, NetCheck: cfg.Hooks.NetCheck, Move: cfg.Hooks.ExclusiveMove}
 	d := &decision{tenancy: ten}
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
 		if d.zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
@@ -124,7 +126,41 @@ func hookPath(cfg config.Config) (string, error) {
 		return "", fmt.Errorf("%s: %s is not an executable file (install %s with the shim, or set hooks.path): %w",
 			key, p, HookBinary, errdefs.ErrFailedPrecondition)
 	}
+	// runc runs it as root for every opted-in container
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
+		return "", fmt.Errorf("%s: %s must be owned by root and writable by no one else (uid %d, mode %v): %w",
+			key, p, st.Uid, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
+	}
 	return p, nil
+}
+
+// heldUnderPolicy decides for a container that does not opt in: when it
+// already holds RDMA devices (a CDI request, a device plugin, a
+// privileged spec) and a tenant policy is in force, the devices go
+// through the policy like an opt-in's, so it is opted in (true); an
+// explicit swift.io/rdma=false is refused. Otherwise it is left alone.
+func heldUnderPolicy(ctx context.Context, spec *specs.Spec, cfg config.Config, opts annotations.Options) (bool, error) {
+	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
+	if err != nil || len(inv.Devices) == 0 {
+		return false, nil // nothing of ours to police
+	}
+	held, err := inject.Allocated(spec, inv)
+	if err != nil || len(held) == 0 {
+		return false, err
+	}
+	pol, err := policy.LoadNode(cfg)
+	if err != nil {
+		return false, err
+	}
+	if pol.IsOpen() {
+		return false, nil
+	}
+	if opts.RDMA != nil {
+		return false, fmt.Errorf("the container holds RDMA devices (%s) but %s=false: under the tenant policy %s a container's RDMA devices are admitted, "+
+			"limited and leased by it (drop the annotation): %w", strings.Join(held, ", "), annotations.RDMA, pol.Path, errdefs.ErrPermissionDenied)
+	}
+	log.G(ctx).WithField("devices", strings.Join(held, ",")).Info("swift: the container holds RDMA devices: opted in under the tenant policy")
+	return true, nil
 }
 
 // editBundle is EditBundle returning the lease it took (nil without a policy).
@@ -155,7 +191,11 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 			return nil, fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
 				k, spec.Annotations[k], annotations.RDMA, errdefs.ErrInvalidArgument)
 		}
-		return nil, nil
+		if opted, err := heldUnderPolicy(ctx, spec, cfg, opts); err != nil || !opted {
+			return nil, err
+		}
+		on := true
+		opts.RDMA = &on
 	}
 	d, err := decide(ctx, bundle, cfgPath, spec, cfg, opts, node)
 	if err != nil {

@@ -369,6 +369,19 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 		n.hook, n.tree.SysRoot, brokenDev), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// hooks.path naming a hook anyone may rewrite
+	loose := filepath.Join(t.TempDir(), "swift-hook")
+	if err := os.WriteFile(loose, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	looseCfg := filepath.Join(t.TempDir(), "loose.toml")
+	if err := os.WriteFile(looseCfg, fmt.Appendf(nil, "[hooks]\npath = %q\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+		loose, n.tree.SysRoot, n.tree.DevRoot), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// hooks.path naming no executable
 	noHookCfg := filepath.Join(t.TempDir(), "nohook.toml")
 	if err := os.WriteFile(noHookCfg, fmt.Appendf(nil, "[hooks]\npath = \"/nonexistent/swift-hook\"\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
@@ -396,6 +409,8 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 			errdefs.IsInvalidArgument, []string{badCfg}},
 		{"unknown node config key", testSpec(optIn), unknownKeyCfg,
 			errdefs.IsInvalidArgument, []string{unknownKeyCfg, "rdma.memlok"}},
+		{"a swift-hook anyone may rewrite", testSpec(optIn), looseCfg,
+			errdefs.IsFailedPrecondition, []string{"hooks.path", loose, "owned by root and writable by no one else", "-rwxrwxrwx"}},
 		{"no swift-hook", testSpec(optIn), noHookCfg,
 			errdefs.IsFailedPrecondition, []string{"hooks.path", "/nonexistent/swift-hook", "not an executable file"}},
 		{"no devices on the node", testSpec(optIn), noDevicesCfg,

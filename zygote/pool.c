@@ -74,7 +74,7 @@ static int local_v4(uint32_t *addrs, int max, char *text, size_t textlen)
 /* pick_gid: the GID the zygote uses (swift_pick_gid over the port's table
  * as the kernel lists it, with each entry's type). want >= 0 is taken as
  * given (gid_index in the pool description). */
-static int pick_gid(struct swift_dev *d, int want, int tbl_len, char *err, size_t errlen)
+static int pick_gid(struct swift_dev *d, int want, int tbl_len, int ports, char *err, size_t errlen)
 {
 	struct ibv_gid_entry *e;
 	struct swift_gid_ent *t;
@@ -94,6 +94,9 @@ static int pick_gid(struct swift_dev *d, int want, int tbl_len, char *err, size_
 	}
 	if (tbl_len <= 0)
 		tbl_len = 1;
+	/* the table call lists the valid entries of every port */
+	if (ports > 1)
+		tbl_len *= ports;
 	e = calloc((size_t)tbl_len, sizeof(*e));
 	t = calloc((size_t)tbl_len, sizeof(*t));
 	if (!e || !t) {
@@ -186,7 +189,7 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 	}
 	d->lid = pa.lid;
 	d->mtu = pa.active_mtu;
-	d->gid_index = pick_gid(d, c->gid_index, pa.gid_tbl_len, err, errlen);
+	d->gid_index = pick_gid(d, c->gid_index, pa.gid_tbl_len, da.phys_port_cnt, err, errlen);
 	if (d->gid_index < 0)
 		goto err_ctx;
 	d->ctx_fds[0] = d->ctx->cmd_fd;

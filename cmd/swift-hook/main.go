@@ -33,6 +33,7 @@ func run(args []string) error {
 	case "netcheck":
 		devices := fs.String("devices", "", "the container's RDMA devices")
 		sysRoot := fs.String("sys-root", "/", "where sysfs is mounted (as the node config's rdma.sys_root)")
+		move := fs.Bool("move", false, "in RDMA netns exclusive mode, move the devices into the container's network namespace (they were allocated to it)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -43,17 +44,22 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return hooks.NetCheck(st, *sysRoot, strings.Split(*devices, ","))
+		return hooks.NetCheck(st, *sysRoot, strings.Split(*devices, ","), *move)
 	case "release":
 		cfgPath := fs.String("config", config.PathFromEnv(), "node config (its state_dir holds the ledger)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		st, err := hooks.ReadState(os.Stdin)
-		if err != nil {
-			return err
+		if err == nil {
+			err = hooks.Release(*cfgPath, st)
 		}
-		return hooks.Release(*cfgPath, st)
+		if err != nil {
+			// a backstop: a failure must not fail the container's delete
+			// (runc reports poststop errors); gc reclaims what is left
+			fmt.Fprintf(os.Stderr, "swift-hook: release (left to swiftctl pools gc): %v\n", err)
+		}
+		return nil
 	default:
 		return fmt.Errorf("unknown hook %q (netcheck or release)", args[0])
 	}
