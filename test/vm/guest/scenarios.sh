@@ -432,7 +432,7 @@ scenario_zygote() {
 	st=$(zexec a /.swift/bin/swift-run --status)
 	echo "$st"
 	fact pool_b_free "$(echo "$st" | sed -n 's/^peer b .* free \([0-9]*\) .*/\1/p')"
-	fact share "$(echo "$st" | sed -n 's/^zygote .* share \([a-z-]*\)$/\1/p')"
+	fact share "$(echo "$st" | sed -n 's/^zygote .* share \([a-z-]*\) gid [0-9-]*$/\1/p')"
 
 	log "functions with QPs of their own (--own: the path for providers without fork sharing)"
 	objs() { rdma resource show qp; rdma resource show cq; rdma resource show mr; }
