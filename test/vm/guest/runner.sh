@@ -148,6 +148,10 @@ keys_dir = "/var/lib/swift/provisioned"
 [zygote]
 bin_dir = "/var/lib/swift/bin"
 
+# a local copy, as a node has it: runc runs it for every opted-in container
+[hooks]
+path = "/var/lib/swift/hook/swift-hook"
+
 # [rdma] stays last: scenarios append keys of it (swift_config)
 [rdma]
 default = false
@@ -163,6 +167,11 @@ EOF
 	for d in lib handlers; do
 		[ -d "$SWIFTVM_BIN_DIR/$d" ] && cp -r "$SWIFTVM_BIN_DIR/$d" /var/lib/swift/bin/
 	done
+	# swift-hook from local disk too: every runc create execs it, and
+	# big binaries read over 9p by several processes at once have locked
+	# the guest up (soft lockups in runc init)
+	mkdir -p /var/lib/swift/hook
+	[ -x "$SWIFTVM_BIN_DIR/swift-hook" ] && cp "$SWIFTVM_BIN_DIR/swift-hook" /var/lib/swift/hook/
 	cp "$W/swift.toml" "$W/swift.default.toml"
 	for b in containerd ctr containerd-shim-runc-v2; do
 		[ -x "$SWIFTVM_CONTAINERD_DIR/$b" ] || { echo "missing $SWIFTVM_CONTAINERD_DIR/$b"; return 1; }
