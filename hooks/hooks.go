@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -50,19 +51,19 @@ func ReadState(r io.Reader) (specs.State, error) {
 	return st, nil
 }
 
-// ViewOf returns the network namespace of process pid as the checks see it.
-func ViewOf(pid int) (NetView, error) {
+// ViewOf returns the network namespace at path (a /proc/PID/ns/net, or
+// a CRI pod's /var/run/netns/... bind mount) as the checks see it.
+func ViewOf(path string) (NetView, error) {
 	var v NetView
-	path := fmt.Sprintf("/proc/%d/ns/net", pid)
 	var st, self unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return v, fmt.Errorf("network namespace of the container's process %d: %w: %w", pid, err, errdefs.ErrFailedPrecondition)
+		return v, fmt.Errorf("the container's network namespace %s: %w: %w", path, err, errdefs.ErrFailedPrecondition)
 	}
 	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
 		return v, fmt.Errorf("this process's network namespace: %w", err)
 	}
 	v.Host = st.Ino == self.Ino && st.Dev == self.Dev
-	v.Name, _ = os.Readlink(path)
+	v.Name = fmt.Sprintf("net:[%d]", st.Ino)
 	ns, err := netns.GetFromPath(path)
 	if err != nil {
 		return v, fmt.Errorf("open %s: %w", path, err)
@@ -82,13 +83,36 @@ func ViewOf(pid int) (NetView, error) {
 			v.Addrs = append(v.Addrs, ip)
 		}
 	}
-	for _, f := range []string{"udp", "udp6"} {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
-		if UDPBound(string(b), RoCEPort) {
-			v.RoCESocket = true
-		}
+	v.RoCESocket, err = roceSocketIn(ns)
+	if err != nil {
+		return v, fmt.Errorf("sockets of %s: %w", v.Name, err)
 	}
 	return v, nil
+}
+
+// roceSocketIn tells whether a UDP socket is bound to RoCEPort in ns: its
+// /proc/net/udp{,6}, read by a thread that entered ns (and dies with it).
+func roceSocketIn(ns netns.NsHandle) (bool, error) {
+	type result struct {
+		found bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := netns.Set(ns); err != nil {
+			done <- result{err: err}
+			return
+		}
+		found := false
+		for _, f := range []string{"udp", "udp6"} {
+			b, _ := os.ReadFile("/proc/thread-self/net/" + f)
+			found = found || UDPBound(string(b), RoCEPort)
+		}
+		done <- result{found: found}
+	}()
+	r := <-done
+	return r.found, r.err
 }
 
 // NetCheck is the createRuntime hook: devices (by name, under sysRoot)
@@ -96,11 +120,18 @@ func ViewOf(pid int) (NetView, error) {
 // In exclusive mode the devices are moved into that namespace only with
 // move (they were allocated to this container: its own); a failure moves
 // back what was moved.
-func NetCheck(st specs.State, sysRoot string, devices []string, move bool) (retErr error) {
+func NetCheck(st specs.State, sysRoot string, devices []string, move bool) error {
 	if st.Pid <= 0 {
 		return fmt.Errorf("the container state has no pid (netcheck runs as a createRuntime hook): %w", errdefs.ErrInvalidArgument)
 	}
-	v, err := ViewOf(st.Pid)
+	return NetCheckAt(fmt.Sprintf("/proc/%d/ns/net", st.Pid), sysRoot, devices, move)
+}
+
+// NetCheckAt is NetCheck for the network namespace at nsPath: the shim
+// runs it itself when the namespace exists before the container does (the
+// node's, or a CRI pod's), and leaves it to the hook otherwise.
+func NetCheckAt(nsPath, sysRoot string, devices []string, move bool) (retErr error) {
+	v, err := ViewOf(nsPath)
 	if err != nil {
 		return err
 	}
@@ -122,7 +153,7 @@ func NetCheck(st specs.State, sysRoot string, devices []string, move bool) (retE
 			return err
 		}
 		if exclusive && !v.Host {
-			if err := moveInto(d, st.Pid, v, move); err != nil {
+			if err := moveInto(d, nsPath, v, move); err != nil {
 				return err
 			}
 			moved = append(moved, d)
@@ -140,7 +171,7 @@ func NetCheck(st specs.State, sysRoot string, devices []string, move bool) (retE
 // cannot move (the kernel requires disassociate_ucontext, which rxe
 // lacks). The move of a device that supports it is not tested here (no
 // such device in the VM suite).
-func moveInto(d Device, pid int, v NetView, move bool) error {
+func moveInto(d Device, nsPath string, v NetView, move bool) error {
 	if d.Soft {
 		return fmt.Errorf("RDMA network namespace mode is exclusive, and device %s is soft-RoCE (rxe), which cannot be moved into "+
 			"the container's network namespace %s (the kernel requires disassociate_ucontext, which rxe lacks): "+
@@ -155,7 +186,7 @@ func moveInto(d Device, pid int, v NetView, move bool) error {
 	if err != nil {
 		return fmt.Errorf("exclusive mode: device %s is not in the node's network namespace (moved into another?): %v: %w", d.Name, err, errdefs.ErrFailedPrecondition)
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	f, err := os.Open(nsPath)
 	if err != nil {
 		return fmt.Errorf("exclusive mode: open the container's network namespace: %w", err)
 	}

@@ -191,3 +191,30 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("leases after release: %+v; want only ns2/c1", ls)
 	}
 }
+
+// TestViewOfOwnNamespace reads this process's own network namespace the
+// way netcheck reads a container's: it is the host's, has loopback, and
+// (no soft-RoCE here) no socket on UDP 4791; a missing one is refused.
+func TestViewOfOwnNamespace(t *testing.T) {
+	v, err := ViewOf("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Host || !strings.HasPrefix(v.Name, "net:[") {
+		t.Errorf("view %+v: want the host's namespace, named net:[inode]", v)
+	}
+	lo := false
+	for _, a := range v.Addrs {
+		lo = lo || a == netip.MustParseAddr("127.0.0.1")
+	}
+	if !lo {
+		t.Errorf("addresses %v lack 127.0.0.1", v.Addrs)
+	}
+	b, _ := os.ReadFile("/proc/net/udp")
+	if v.RoCESocket != UDPBound(string(b), RoCEPort) {
+		t.Errorf("RoCESocket = %v, /proc/net/udp says otherwise", v.RoCESocket)
+	}
+	if _, err := ViewOf("/proc/self/ns/nonexistent"); !errdefs.IsFailedPrecondition(err) {
+		t.Errorf("ViewOf(missing) = %v, want FailedPrecondition", err)
+	}
+}

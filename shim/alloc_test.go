@@ -211,3 +211,47 @@ func TestEditBundleHeldUnderPolicy(t *testing.T) {
 	}
 	assertUnchanged(t, bundle, orig)
 }
+
+// TestEditBundleNetCheckAtCreate: a container joining a network namespace
+// that exists already (the node's here: the spec asks for none) is
+// checked by the shim at Create, not by a hook; the fake node's devices
+// have no ports, so it is refused, naming the device, and nothing changes.
+// One that gets a new namespace is left to the createRuntime hook.
+func TestEditBundleNetCheckAtCreate(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg := n.writeConfig(t, "")
+	ann := map[string]string{annotations.RDMA: "true"}
+	hostNet := testSpec(ann)
+	hostNet.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}}
+	bundle, orig := writeBundle(t, hostNet)
+	err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	assertRefused(t, "EditBundle", err, errdefs.IsFailedPrecondition, "device rxe0", "ports")
+	assertUnchanged(t, bundle, orig)
+
+	bundle, _ = writeBundle(t, testSpec(ann)) // a new network namespace
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readBundle(t, bundle)
+	if got.Hooks == nil || len(got.Hooks.CreateRuntime) != 1 || got.Hooks.CreateRuntime[0].Args[1] != "netcheck" {
+		t.Fatalf("a new network namespace: hooks %+v, want the netcheck hook", got.Hooks)
+	}
+}
+
+func TestNetnsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		s      *specs.Spec
+		path   string
+		exists bool
+	}{
+		{"no linux section: the node's", &specs.Spec{}, "/proc/self/ns/net", true},
+		{"no network namespace: the node's", &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}}, "/proc/self/ns/net", true},
+		{"a pod's", &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace, Path: "/var/run/netns/cni-1"}}}}, "/var/run/netns/cni-1", true},
+		{"a new one", &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace}}}}, "", false},
+	} {
+		if p, ok := netnsOf(tc.s); p != tc.path || ok != tc.exists {
+			t.Errorf("%s: netnsOf = %q, %v; want %q, %v", tc.name, p, ok, tc.path, tc.exists)
+		}
+	}
+}

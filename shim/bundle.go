@@ -15,6 +15,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/hooks"
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 	"github.com/swift-rdma/swift-containerd/ledger"
@@ -85,7 +86,12 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 	if err != nil {
 		return nil, err
 	}
-	in.Hooks = &inject.Hooks{Path: hook, SysRoot: cfg.RDMA.SysRoot, ConfigPath: cfgPath, NetCheck: cfg.Hooks.NetCheck, Move: cfg.Hooks.ExclusiveMove}
+	// netcheck needs the container's network namespace: one that exists
+	// already (the node's, a CRI pod's) is checked here, at once; a new
+	// one only by the createRuntime hook, once runc made it
+	nsPath, nsExists := netnsOf(spec)
+	in.Hooks = &inject.Hooks{Path: hook, SysRoot: cfg.RDMA.SysRoot, ConfigPath: cfgPath,
+		NetCheck: cfg.Hooks.NetCheck && !nsExists, Move: cfg.Hooks.ExclusiveMove}
 	d := &decision{tenancy: ten}
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
 		if d.zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
@@ -96,6 +102,15 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 	if d.mods, d.warnings, err = inject.Plan(cfg, opts, in); err != nil {
 		return nil, err
 	}
+	if cfg.Hooks.NetCheck && nsExists {
+		for _, m := range d.mods {
+			if h, ok := m.(inject.Hooks); ok {
+				if err := hooks.NetCheckAt(nsPath, cfg.RDMA.SysRoot, h.Devices, cfg.Hooks.ExclusiveMove); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	vd := inject.DecideVerbs(opts.Verbs, verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}}))
 	if vd.Warning != "" {
 		d.warnings = append(d.warnings, vd.Warning)
@@ -104,6 +119,21 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 		d.mods = append(d.mods, *vd.Modifier)
 	}
 	return d, nil
+}
+
+// netnsOf returns the network namespace the container will join when it
+// exists already: the node's (the spec asks for none) or the path a CRI
+// pod's sandbox made. A namespace runc is to create has no path yet.
+func netnsOf(s *specs.Spec) (string, bool) {
+	if s.Linux == nil {
+		return "/proc/self/ns/net", true
+	}
+	for _, n := range s.Linux.Namespaces {
+		if n.Type == specs.NetworkNamespace {
+			return n.Path, n.Path != ""
+		}
+	}
+	return "/proc/self/ns/net", true
 }
 
 // HookBinary is the hook binary's name (cmd/swift-hook).
