@@ -59,6 +59,11 @@ func ViewOf(path string) (NetView, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return v, fmt.Errorf("the container's network namespace %s: %w: %w", path, err, errdefs.ErrFailedPrecondition)
 	}
+	// only a namespace file is opened (a FIFO named here would block)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil || fs.Type != unix.NSFS_MAGIC {
+		return v, fmt.Errorf("the container's network namespace %s is not a namespace file: %w", path, errdefs.ErrInvalidArgument)
+	}
 	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
 		return v, fmt.Errorf("this process's network namespace: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/swift-rdma/swift-containerd/ledger"
 )
@@ -216,5 +217,19 @@ func TestViewOfOwnNamespace(t *testing.T) {
 	}
 	if _, err := ViewOf("/proc/self/ns/nonexistent"); !errdefs.IsFailedPrecondition(err) {
 		t.Errorf("ViewOf(missing) = %v, want FailedPrecondition", err)
+	}
+	// a FIFO (opening it would block) and a plain file are no namespaces
+	fifo := filepath.Join(t.TempDir(), "netns")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, plain} {
+		if _, err := ViewOf(p); !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "not a namespace file") {
+			t.Errorf("ViewOf(%s) = %v, want InvalidArgument", p, err)
+		}
 	}
 }
