@@ -705,30 +705,23 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 // Release removes the lease of namespace/id and returns it (nil when there
 // is none). With owner set, a lease held by another process is left alone.
 func (l *Ledger) Release(namespace, id string, owner *Owner) (*Lease, error) {
-	var out *Lease
-	key := []byte(namespace + "/" + id)
-	err := l.onBucket(true, "release "+string(key)+": ", func(b *bolt.Bucket) error {
-		v := b.Get(key)
-		if v == nil {
-			return nil
-		}
-		x, err := decode(key, v)
-		if err == nil && owner != nil && x.Owner != *owner {
-			return nil
-		}
-		out = &x
-		return b.Delete(key)
+	return l.releaseIf(namespace, id, func(x Lease, err error) bool {
+		return err != nil || owner == nil || x.Owner == *owner
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // ReleaseBundle removes the lease of namespace/id only if it was taken
 // for bundle, in one transaction, and returns it (nil when there is none
 // or it is another bundle's; a lease that does not decode is left to gc).
 func (l *Ledger) ReleaseBundle(namespace, id, bundle string) (*Lease, error) {
+	return l.releaseIf(namespace, id, func(x Lease, err error) bool {
+		return err == nil && x.Bundle == bundle
+	})
+}
+
+// releaseIf removes the lease of namespace/id when match, given the lease
+// and its decoding error, says so, in one transaction, and returns it.
+func (l *Ledger) releaseIf(namespace, id string, match func(Lease, error) bool) (*Lease, error) {
 	var out *Lease
 	key := []byte(namespace + "/" + id)
 	err := l.onBucket(true, "release "+string(key)+": ", func(b *bolt.Bucket) error {
@@ -737,7 +730,7 @@ func (l *Ledger) ReleaseBundle(namespace, id, bundle string) (*Lease, error) {
 			return nil
 		}
 		x, err := decode(key, v)
-		if err != nil || x.Bundle != bundle {
+		if !match(x, err) {
 			return nil
 		}
 		out = &x
