@@ -54,8 +54,9 @@ type decision struct {
 }
 
 // decide makes the decision for spec (opts are its parsed annotations;
-// cfg was read from cfgPath).
-func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg config.Config, opts annotations.Options, node Node) (*decision, error) {
+// cfg was read from cfgPath; pol, when not nil, is the node's policy as
+// this Create already read it).
+func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg config.Config, pol *policy.Policy, opts annotations.Options, node Node) (*decision, error) {
 	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
 	if err != nil {
 		return nil, fmt.Errorf("discover RDMA devices: %w", err)
@@ -71,7 +72,7 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 		log.G(ctx).WithField("allocated", strings.Join(alloc, ",")).Debug("swift: the spec holds RDMA devices: using those")
 	}
 	// The tenant policy: who the container belongs to, and what it may have.
-	ten, err := decideTenancy(ctx, bundle, spec, cfg, opts, inv, alloc != nil)
+	ten, err := decideTenancy(ctx, bundle, spec, cfg, pol, opts, inv, alloc != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -167,30 +168,32 @@ func hookPath(cfg config.Config) (string, error) {
 // heldUnderPolicy decides for a container that does not opt in: when it
 // already holds RDMA devices (a CDI request, a device plugin, a
 // privileged spec) and a tenant policy is in force, the devices go
-// through the policy like an opt-in's, so it is opted in (true); an
-// explicit swift.io/rdma=false is refused. Otherwise it is left alone.
-func heldUnderPolicy(ctx context.Context, spec *specs.Spec, cfg config.Config, opts annotations.Options) (bool, error) {
+// through the policy like an opt-in's, so it is opted in: the policy it
+// read is returned, for the rest of the Create to use (one read per
+// Create). An explicit swift.io/rdma=false is refused. Otherwise it is
+// left alone (nil).
+func heldUnderPolicy(ctx context.Context, spec *specs.Spec, cfg config.Config, opts annotations.Options) (*policy.Policy, error) {
 	inv, err := rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
 	if err != nil || len(inv.Devices) == 0 {
-		return false, nil // nothing of ours to police
+		return nil, nil // nothing of ours to police
 	}
 	held, err := inject.Allocated(spec, inv)
 	if err != nil || len(held) == 0 {
-		return false, err
+		return nil, err
 	}
 	pol, err := policy.LoadNode(cfg)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if pol.IsOpen() {
-		return false, nil
+		return nil, nil
 	}
 	if opts.RDMA != nil {
-		return false, fmt.Errorf("the container holds RDMA devices (%s) but %s=false: under the tenant policy %s a container's RDMA devices are admitted, "+
+		return nil, fmt.Errorf("the container holds RDMA devices (%s) but %s=false: under the tenant policy %s a container's RDMA devices are admitted, "+
 			"limited and leased by it (drop the annotation): %w", strings.Join(held, ", "), annotations.RDMA, pol.Path, errdefs.ErrPermissionDenied)
 	}
 	log.G(ctx).WithField("devices", strings.Join(held, ",")).Info("swift: the container holds RDMA devices: opted in under the tenant policy")
-	return true, nil
+	return pol, nil
 }
 
 // editBundle is EditBundle returning the lease it took (nil without a policy).
@@ -215,19 +218,20 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	if lvl := cfg.LogLevel; lvl != "" {
 		_ = log.SetLevel(lvl)
 	}
+	var pol *policy.Policy // read by decide, unless already read here
 	if !opts.Enabled(cfg.RDMA.Default) {
 		if len(opts.Given) > 0 && opts.RDMA == nil {
 			k := opts.Given[0]
 			return nil, fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
 				k, spec.Annotations[k], annotations.RDMA, errdefs.ErrInvalidArgument)
 		}
-		if opted, err := heldUnderPolicy(ctx, spec, cfg, opts); err != nil || !opted {
+		if pol, err = heldUnderPolicy(ctx, spec, cfg, opts); err != nil || pol == nil {
 			return nil, err
 		}
 		on := true
 		opts.RDMA = &on
 	}
-	d, err := decide(ctx, bundle, cfgPath, spec, cfg, opts, node)
+	d, err := decide(ctx, bundle, cfgPath, spec, cfg, pol, opts, node)
 	if err != nil {
 		return nil, err
 	}

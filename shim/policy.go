@@ -41,10 +41,14 @@ type tenancy struct {
 // With allocated, inv holds only the devices allocated to the container:
 // each must be the tenant's, the lease and its charge count them all, and
 // without swift.io/devices the zygote and SWIFT_RDMA_DEVICES use them all.
-func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, opts annotations.Options, inv rdma.Inventory, allocated bool) (*tenancy, error) {
-	pol, err := policy.LoadNode(cfg)
-	if err != nil {
-		return nil, err
+//
+// pol is the node's policy when this Create read it already; nil loads it.
+func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg config.Config, pol *policy.Policy, opts annotations.Options, inv rdma.Inventory, allocated bool) (*tenancy, error) {
+	if pol == nil {
+		var err error
+		if pol, err = policy.LoadNode(cfg); err != nil {
+			return nil, err
+		}
 	}
 	ns, _ := containerKey(ctx, bundle)
 	t, err := pol.Resolve(policy.CallerOf(ns, cfg.CRINamespace, spec.Annotations), opts.Tenant)
