@@ -39,9 +39,9 @@ func (m Hooks) Modify(s *specs.Spec) error {
 	h := s.Hooks
 	// a swift-hook anywhere else (another spelling of its path, another
 	// hook point) could release the lease early or skip a check: ours only
-	h.Prestart, h.CreateContainer, h.StartContainer, h.Poststart =
-		m.without(h.Prestart), m.without(h.CreateContainer), m.without(h.StartContainer), m.without(h.Poststart)
-	s.Hooks.CreateRuntime = m.without(s.Hooks.CreateRuntime)
+	for _, l := range []*[]specs.Hook{&h.Prestart, &h.CreateRuntime, &h.CreateContainer, &h.StartContainer, &h.Poststart, &h.Poststop} {
+		*l = m.without(*l)
+	}
 	if m.NetCheck {
 		args := []string{"swift-hook", "netcheck", "--devices", strings.Join(m.Devices, ","), "--sys-root", m.SysRoot}
 		if m.Move {
@@ -49,7 +49,7 @@ func (m Hooks) Modify(s *specs.Spec) error {
 		}
 		s.Hooks.CreateRuntime = append(s.Hooks.CreateRuntime, specs.Hook{Path: m.Path, Args: args, Timeout: &t})
 	}
-	s.Hooks.Poststop = append(m.without(s.Hooks.Poststop), specs.Hook{Path: m.Path,
+	s.Hooks.Poststop = append(s.Hooks.Poststop, specs.Hook{Path: m.Path,
 		Args: []string{"swift-hook", "release", "--config", m.ConfigPath}, Timeout: &t})
 	return nil
 }

@@ -39,6 +39,10 @@ second_rxe() {
 	ls -l /dev/infiniband
 }
 
+# errfact KEY FILE PATTERN: the part of a crictl error that PATTERN
+# matches, its escaped quotes dropped.
+errfact() { fact "$1" "$(tr -d '\\"' <"$2" | grep -o "$3" | head -1)"; }
+
 # cpid CONTAINER: its init's pid on the node.
 cpid() { crictl_ inspect -o go-template --template '{{.info.pid}}' "$1"; }
 
@@ -140,8 +144,7 @@ JSON
 			fact "${c}_refused" 1
 		fi
 		cat "$W/$c.err"
-		# (crictl prints the error with its quotes escaped)
-		fact "${c}_error" "$(grep -o 'rxe1.\{1,2\} is not among the devices allocated to the container (allocated: rxe0)\|/dev/infiniband/uverbs7 (c 231:199) is not an RDMA device on this node' "$W/$c.err" | head -1 | tr -d '\\"')"
+		errfact "${c}_error" "$W/$c.err" 'rxe1 is not among the devices allocated to the container (allocated: rxe0)\|/dev/infiniband/uverbs7 (c 231:199) is not an RDMA device on this node'
 		fact "${c}_tasks" "$(ctr --address "$W/containerd.sock" -n k8s.io task ls -q | grep -c "^$id")"
 		fact "${c}_leases" "$(($(SWIFT_CONFIG=$W/swift.toml swiftctl pools ls --leases | grep -c '^k8s.io/') - leases))"
 		crictl_ rm "$id" >/dev/null || fail "crictl rm $c failed"
@@ -212,10 +215,6 @@ cninet() {
 		sleep 0.5
 	done
 }
-
-# errfact KEY FILE PATTERN: the part of a crictl error that PATTERN
-# matches, its escaped quotes dropped.
-errfact() { fact "$1" "$(tr -d '\\"' <"$2" | grep -o "$3" | head -1)"; }
 
 scenario_cni() {
 	need_rxe
