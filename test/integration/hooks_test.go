@@ -22,14 +22,8 @@ func hookNode(t *testing.T, script string) policyNode {
 	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, nodeCfg := fakeNode(t, "memlock = \"4MiB\"\n")
-	state := t.TempDir()
-	pol := filepath.Join(t.TempDir(), "policy.toml")
-	if err := os.WriteFile(pol, []byte("local_tenant = \"t\"\n[tenants.t]\nlocal = true\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts := runtimeConfig(t, fmt.Sprintf("state_dir = %q\npolicy_path = %q\n[hooks]\npath = %q\nnetcheck = true\n%s", state, pol, hook, nodeCfg))
-	return policyNode{cfg: filepath.Join(filepath.Dir(opts), "config.toml"), opts: opts, state: state, policy: pol}
+	return newPolicyNodeTables(t, "local_tenant = \"t\"\n[tenants.t]\nlocal = true\n",
+		fmt.Sprintf("[hooks]\npath = %q\nnetcheck = true\n", hook), false, "")
 }
 
 // TestHookFailureLeavesNothing: swift-hook's createRuntime run failing

@@ -41,13 +41,20 @@ func newPolicyNode(t *testing.T, policyBody string, zygote bool) policyNode {
 // newPolicyNodeWith adds zygoteKeys to the node config's [zygote] table.
 func newPolicyNodeWith(t *testing.T, policyBody string, zygote bool, zygoteKeys string) policyNode {
 	t.Helper()
+	return newPolicyNodeTables(t, policyBody, "", zygote, zygoteKeys)
+}
+
+// newPolicyNodeTables is newPolicyNodeWith with tables (whole TOML
+// tables, such as [hooks]) put in the node config before [rdma].
+func newPolicyNodeTables(t *testing.T, policyBody, tables string, zygote bool, zygoteKeys string) policyNode {
+	t.Helper()
 	_, nodeCfg := fakeNode(t, "memlock = \"4MiB\"\n")
 	state := t.TempDir()
 	pol := filepath.Join(t.TempDir(), "policy.toml")
 	if err := os.WriteFile(pol, []byte(policyBody), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	body := fmt.Sprintf("state_dir = %q\npolicy_path = %q\n%s", state, pol, nodeCfg)
+	body := fmt.Sprintf("state_dir = %q\npolicy_path = %q\n%s%s", state, pol, tables, nodeCfg)
 	if zygote {
 		bin := os.Getenv("SWIFT_BIN")
 		if _, err := os.Stat(filepath.Join(bin, "swift-init")); err != nil {
