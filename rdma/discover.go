@@ -141,18 +141,14 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 		if !strings.HasPrefix(e.Name(), "umad") && !strings.HasPrefix(e.Name(), "issm") {
 			continue // abi_version
 		}
-		devFile := filepath.Join(madDir, e.Name(), "dev")
-		s, err := readTrim(devFile)
+		// by number only: Swift never injects these, so their /dev nodes
+		// are not checked
+		n, err := nodeNumbers(filepath.Join(madDir, e.Name(), "dev"), e.Name(), devRoot)
 		if err != nil {
 			return inv, err
 		}
-		major, minor, err := ParseDevNumber(s)
-		if err != nil {
-			return inv, fmt.Errorf("%s: %w", devFile, err)
-		}
 		ibdev, _ := readTrim(filepath.Join(madDir, e.Name(), "ibdev"))
-		inv.MAD = append(inv.MAD, MADNode{Node: Node{Path: ContainerDir + "/" + e.Name(), HostPath: filepath.Join(devRoot, "infiniband", e.Name()),
-			Major: major, Minor: minor}, Device: ibdev})
+		inv.MAD = append(inv.MAD, MADNode{Node: n, Device: ibdev})
 	}
 	return inv, nil
 }
@@ -160,6 +156,15 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 // nodeFromSysfs parses a sysfs "dev" file (MAJOR:MINOR) and checks the node
 // devRoot/infiniband/name against it.
 func nodeFromSysfs(devFile, name, devRoot string) (Node, error) {
+	n, err := nodeNumbers(devFile, name, devRoot)
+	if err != nil {
+		return n, err
+	}
+	return n, CheckNode(n)
+}
+
+// nodeNumbers is the node called name, numbered as a sysfs "dev" file says.
+func nodeNumbers(devFile, name, devRoot string) (Node, error) {
 	s, err := readTrim(devFile)
 	if err != nil {
 		return Node{}, err
@@ -168,13 +173,12 @@ func nodeFromSysfs(devFile, name, devRoot string) (Node, error) {
 	if err != nil {
 		return Node{}, fmt.Errorf("%s: %w", devFile, err)
 	}
-	n := Node{
+	return Node{
 		Path:     ContainerDir + "/" + name,
 		HostPath: filepath.Join(devRoot, "infiniband", name),
 		Major:    major,
 		Minor:    minor,
-	}
-	return n, CheckNode(n)
+	}, nil
 }
 
 // CheckNode verifies that n.HostPath is a character device numbered n.Major:n.Minor.
