@@ -6,38 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
-	"runtime"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
-	"tags.cncf.io/container-device-interface/pkg/parser"
-
-	"github.com/swift-rdma/swift-containerd/cdispec"
-	"github.com/swift-rdma/swift-containerd/config"
 )
-
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// TestExampleNodeConfig: the example documents the defaults exactly.
-func TestExampleNodeConfig(t *testing.T) {
-	path := filepath.Join(repoRoot(t), "examples", "config.toml")
-	c, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := config.Default()
-	if len(c.RDMA.Env) == 0 {
-		c.RDMA.Env = d.RDMA.Env // an empty [rdma.env] table decodes as an empty map
-	}
-	if !reflect.DeepEqual(c, d) {
-		t.Errorf("examples/config.toml = %+v, defaults are %+v", c, d)
-	}
-}
 
 // TestExampleDropIns: the real containerd loads each drop-in its version
 // reads through `imports`, and its merged config shows the swift runtime.
@@ -88,57 +59,5 @@ func TestExampleDropIns(t *testing.T) {
 				t.Logf("merged config:\n%s", out)
 			}
 		})
-	}
-}
-
-// TestExampleManifests: every Kubernetes example parses, names its kind,
-// runs under the RuntimeClass "swift" when it is a pod, and a CDI device
-// it names is one `swiftctl cdi generate` describes (kind swift.io/rdma).
-func TestExampleManifests(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "examples", "*", "*.yaml"))
-	if err != nil || len(files) < 4 {
-		t.Fatalf("examples/*/*.yaml: %q, %v", files, err)
-	}
-	cdiNames := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, doc := range strings.Split(string(b), "\n---\n") {
-			var m struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-				Metadata   struct {
-					Annotations map[string]string `json:"annotations"`
-				} `json:"metadata"`
-				Spec struct {
-					RuntimeClassName string `json:"runtimeClassName"`
-				} `json:"spec"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &m); err != nil { // the other fields are Kubernetes'
-				t.Errorf("%s document %d: %v", f, i, err)
-				continue
-			}
-			if m.APIVersion == "" || m.Kind == "" {
-				t.Errorf("%s document %d: no apiVersion or kind", f, i)
-			}
-			if m.Kind == "Pod" && m.Spec.RuntimeClassName != "swift" {
-				t.Errorf("%s: pod with runtimeClassName %q, want swift", f, m.Spec.RuntimeClassName)
-			}
-			for k, v := range m.Metadata.Annotations {
-				if !strings.HasPrefix(k, "cdi.k8s.io/") {
-					continue
-				}
-				vendor, class, _, err := parser.ParseQualifiedName(v)
-				if err != nil || vendor+"/"+class != cdispec.Kind {
-					t.Errorf("%s: %s=%q is not a %s device (%v)", f, k, v, cdispec.Kind, err)
-				}
-				cdiNames++
-			}
-		}
-	}
-	if cdiNames == 0 {
-		t.Error("no example names a CDI device")
 	}
 }
