@@ -32,7 +32,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(GO) build -trimpath -ldflags "-X github.com/swift-rdma/swift-containerd/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null)" -o $(BIN)/ ./cmd/...
 	$(MAKE) -s -C zygote OUT=$(BIN)
 	$(MAKE) -s -C preload OUT=$(BIN)
 
