@@ -104,6 +104,26 @@ int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, i
 		req->flags = flags;
 		return 0;
 	}
+	if (flags & SWIFT_REQ_CONNECT) {
+		struct swift_qpinfo q[SWIFT_X_MAX];
+
+		if (flags != SWIFT_REQ_CONNECT || nfds || argc)
+			return bad(err, errlen, EINVAL, "a connect request has no other flags, arguments or fds");
+		if (!req->peer[0])
+			return bad(err, errlen, EINVAL, "a connect request names its peer");
+		if (nqp < 1 || nqp > SWIFT_X_MAX)
+			return bad(err, errlen, EINVAL, "a connect request carries 1 to %d QPs (got %u)", SWIFT_X_MAX, nqp);
+		if (region != SWIFT_QPINFO_WIRE * (size_t)nqp)
+			return bad(err, errlen, EINVAL, "a connect request of %u QPs carries %zu bytes of QP records, want %zu",
+				   nqp, region, SWIFT_QPINFO_WIRE * (size_t)nqp);
+		if (swift_qpinfos_get(b + SWIFT_REQ_HDR, nqp, q, err, errlen))
+			return EINVAL;
+		req->flags = flags;
+		req->nqp = (int)nqp;
+		req->argslen = region;
+		memcpy(req->args, b + SWIFT_REQ_HDR, region);
+		return 0;
+	}
 	if (nfds != 3)
 		return bad(err, errlen, EINVAL, "a request passes stdin, stdout and stderr (got %d fds)", nfds);
 	if ((flags & SWIFT_REQ_NOQP) && (flags & (SWIFT_REQ_ALL | SWIFT_REQ_NEW | SWIFT_REQ_OWN) || nqp))
@@ -183,10 +203,11 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 	want = r->nqp ? r->nqp : 1;
 	if (r->flags & SWIFT_REQ_ALL)
 		want = fr > 0 ? fr : 1;
-	if ((r->flags & SWIFT_REQ_OWN) || v->share == SHARE_NONE) {
+	if ((r->flags & (SWIFT_REQ_OWN | SWIFT_REQ_CONNECT)) || v->share == SHARE_NONE) {
 		/* this provider's pool queues live in memory a forked child
 		 * does not share with the device (or the caller asked): the
-		 * function builds QPs of its own */
+		 * function builds QPs of its own; a connect request's process
+		 * has built them already */
 		if (want > SWIFT_X_MAX)
 			return refuse(p, EINVAL, "at most %d QPs of its own per function", SWIFT_X_MAX);
 		if (!v->allow_new_dest)

@@ -25,7 +25,7 @@
 static int pending(const struct conn *c)
 {
 	if (c->kind == C_CTL)
-		return !c->waiting && c->deadline_us != 0;
+		return !c->waiting && !c->attach && c->deadline_us != 0;
 	return c->kind == C_XCHG && !c->x.client && c->x.step != X_HELDOPEN;
 }
 
@@ -81,7 +81,7 @@ int swift_conn_new(struct zygote *z, enum conn_kind kind, int fd, uint32_t sourc
 	z->conns[i].source = source;
 	z->conns[i].opened_us = swift_now_us();
 	z->conns[i].deadline_us = deadline_us;
-	z->conns[i].wait_conn = z->conns[i].for_conn = z->conns[i].for_child = -1;
+	z->conns[i].wait_conn = z->conns[i].for_conn = z->conns[i].for_child = z->conns[i].attach_conn = -1;
 	z->conns[i].req.fds[0] = z->conns[i].req.fds[1] = z->conns[i].req.fds[2] = -1;
 	snprintf(z->conns[i].addr, sizeof(z->conns[i].addr), "%s", addr);
 	return i;
@@ -177,6 +177,22 @@ void swift_conn_close(struct zygote *z, int ci)
 				close(c->req.fds[i]);
 		if (c->waiting)
 			release_waiting_rows(z, ci);
+		if (c->attach) {
+			/* the process that built the QPs is done with them: the
+			 * exchange holding the peer's side ends too */
+			int xc = c->attach_conn;
+
+			c->attach_conn = -1;
+			if (xc >= 0 && z->conns[xc].kind == C_XCHG && z->conns[xc].gen == c->attach_gen) {
+				z->conns[xc].for_conn = -1;
+				swift_conn_close(z, xc);
+			}
+			z->dev.own_qps -= c->attach;
+			if (z->dev.own_qps < 0)
+				z->dev.own_qps = 0;
+			c->attach = 0;
+			z->status_dirty = 1;
+		}
 	}
 	if (c->kind == C_XCHG) {
 		struct xconn *x = &c->x;
@@ -464,6 +480,13 @@ static void xchg_failed(struct zygote *z, int ci, const char *why)
 				swift_relay_own_done(z, c->for_child, x->status ? x->status : ECONNREFUSED, 0, NULL);
 				z->children[c->for_child].own_conn = -1;
 			}
+			if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL &&
+			    z->conns[c->for_conn].gen == c->for_gen && z->conns[c->for_conn].attach) {
+				char m[200];
+
+				snprintf(m, sizeof(m), "connecting to %s failed: %s", z->cfg.peers[x->peer].name, why);
+				swift_ctl_connect_done(z, c->for_conn, x->status ? x->status : ECONNREFUSED, m, 0, NULL);
+			}
 			break;
 		default:
 			break;
@@ -594,6 +617,13 @@ static void xchg_done(struct zygote *z, int ci, int held)
 		if (c->for_child >= 0 && z->children[c->for_child].gen == c->for_child_gen &&
 		    z->children[c->for_child].state == CH_RUNNING) {
 			swift_relay_own_done(z, c->for_child, 0, x->count, x->remote);
+			x->step = X_HELDOPEN;
+			c->deadline_us = 0;
+			return;
+		}
+		if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
+		    z->conns[c->for_conn].attach) {
+			swift_ctl_connect_done(z, c->for_conn, 0, NULL, x->count, x->remote);
 			x->step = X_HELDOPEN;
 			c->deadline_us = 0;
 			return;
@@ -924,7 +954,7 @@ int swift_loop(struct zygote *z)
 			if (c->kind == C_FREE)
 				continue;
 			if (c->kind == C_CTL)
-				ev = c->waiting ? 0 : POLLIN;
+				ev = c->waiting || c->attach ? 0 : POLLIN;
 			else if (c->kind == C_RESOLVE)
 				ev = POLLIN;
 			else if (c->x.step == X_CONNECTING)
@@ -978,7 +1008,7 @@ int swift_loop(struct zygote *z)
 				if (c->gen != t->gen || c->fd != t->fd || c->kind == C_FREE)
 					break; /* replaced earlier in this pass */
 				if (c->kind == C_CTL) {
-					if (c->waiting) {
+					if (c->waiting || c->attach) {
 						if (re & (POLLHUP | POLLERR))
 							swift_conn_close(z, t->index);
 					} else {
@@ -1009,12 +1039,13 @@ int swift_loop(struct zygote *z)
 				continue;
 			if (c->kind == C_XCHG) {
 				xchg_failed(z, i, "exchange not done before its deadline");
-			} else if (c->kind == C_CTL && c->waiting) {
+			} else if (c->kind == C_CTL && (c->waiting || c->attach)) {
 				struct swift_rep r;
 
 				memset(&r, 0, sizeof(r));
 				r.status = ETIMEDOUT;
-				snprintf(r.msg, sizeof(r.msg), "connecting on demand took too long");
+				snprintf(r.msg, sizeof(r.msg), "%s took too long",
+					 c->attach ? "the exchange for the QPs" : "connecting on demand");
 				send(c->fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
 				swift_conn_close(z, i);
 			} else {

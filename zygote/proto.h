@@ -10,13 +10,23 @@
 #define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
 #define SWIFT_REQ_NEW 8u    /* connect fresh QPs on demand (the new-destination path) */
 #define SWIFT_REQ_OWN 16u   /* the function builds QPs on a device context of its own */
-#define SWIFT_REQ_FLAGS 31u
+#define SWIFT_REQ_CONNECT 32u /* connect QPs a process of the container built itself */
+#define SWIFT_REQ_FLAGS 63u
 #define SWIFT_ARGS_MAX 4096
 #define SWIFT_ARGC_MAX 255
 
 /* A request is the header, then exactly argc NUL-terminated strings (no
  * more bytes than they take), with stdin, stdout and stderr passed as
- * SCM_RIGHTS; a status request passes no fds. */
+ * SCM_RIGHTS; a status request passes no fds.
+ *
+ * A connect request (SWIFT_REQ_CONNECT, alone) comes from a process of the
+ * container that built its own QPs (swift-warm, the warm-start baseline):
+ * it names the peer, nqp is their count (1 to 64), argc is 0, and the
+ * bytes after the header are nqp swift_qpinfo records (44 bytes each, as
+ * on the relay); it passes no fds. The zygote, which alone holds the
+ * tenant key, runs the authenticated exchange for them and answers with a
+ * swift_rep, then (status 0) one message as OWN_REPLY below. The peer
+ * keeps its side while the connection stays open. */
 struct swift_req {
 	char magic[4];
 	uint32_t flags;

@@ -8,7 +8,34 @@
 #include <string.h>
 #include "zygote.h"
 
-#define QPINFO_WIRE 44
+void swift_qpinfo_put(uint8_t *p, const struct swift_qpinfo *q)
+{
+	memset(p, 0, SWIFT_QPINFO_WIRE);
+	memcpy(p, &q->qpn, 4);
+	memcpy(p + 4, &q->psn, 4);
+	memcpy(p + 8, &q->lid, 2);
+	memcpy(p + 12, q->gid, 16);
+}
+
+int swift_qpinfos_get(const uint8_t *b, uint32_t n, struct swift_qpinfo *qp, char *err, size_t errlen)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		const uint8_t *q = b + SWIFT_QPINFO_WIRE * (size_t)i;
+
+		memset(&qp[i], 0, sizeof(qp[i]));
+		memcpy(&qp[i].qpn, q, 4);
+		memcpy(&qp[i].psn, q + 4, 4);
+		memcpy(&qp[i].lid, q + 8, 2);
+		memcpy(qp[i].gid, q + 12, 16);
+		if (!qp[i].qpn || qp[i].qpn > 0xffffff || qp[i].psn > 0xffffff) {
+			snprintf(err, errlen, "QP %u: number or PSN out of range", i);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_relay_msg *m, char *err,
 		       size_t errlen)
@@ -44,22 +71,12 @@ int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_
 		}
 		return 0;
 	case SWIFT_RELAY_OWN:
-		if (m->n < 1 || m->n > SWIFT_X_MAX || n != 8 + QPINFO_WIRE * (size_t)m->n) {
+		if (m->n < 1 || m->n > SWIFT_X_MAX || n != 8 + SWIFT_QPINFO_WIRE * (size_t)m->n) {
 			snprintf(err, errlen, "own-QP message of %zu bytes for %u QPs (1 to %d)", n, m->n, SWIFT_X_MAX);
 			return -1;
 		}
-		for (i = 0; i < m->n; i++) {
-			const uint8_t *q = b + 8 + QPINFO_WIRE * (size_t)i;
-
-			memcpy(&m->qp[i].qpn, q, 4);
-			memcpy(&m->qp[i].psn, q + 4, 4);
-			memcpy(&m->qp[i].lid, q + 8, 2);
-			memcpy(m->qp[i].gid, q + 12, 16);
-			if (!m->qp[i].qpn || m->qp[i].qpn > 0xffffff || m->qp[i].psn > 0xffffff) {
-				snprintf(err, errlen, "own QP %u: number or PSN out of range", i);
-				return -1;
-			}
-		}
+		if (swift_qpinfos_get(b + 8, m->n, m->qp, err, errlen))
+			return -1;
 		return 0;
 	default:
 		snprintf(err, errlen, "unknown relay message type %u", m->type);

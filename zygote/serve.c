@@ -14,8 +14,6 @@
 #include <unistd.h>
 #include "zygote.h"
 
-#define QPINFO_WIRE 44
-
 static const char *row_state(enum row_state s)
 {
 	switch (s) {
@@ -146,6 +144,8 @@ static int free_slot(struct zygote *z)
 	return -1;
 }
 
+static void ctl_connect(struct zygote *z, int ci);
+
 void swift_ctl_readable(struct zygote *z, int ci)
 {
 	struct conn *c = &z->conns[ci];
@@ -184,6 +184,10 @@ void swift_ctl_readable(struct zygote *z, int ci)
 		reply(c->fd, 0, 0, 0, 0, swift_now_us() - c->t0, NULL);
 		send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		swift_conn_close(z, ci);
+		return;
+	}
+	if (c->req.flags & SWIFT_REQ_CONNECT) {
+		ctl_connect(z, ci);
 		return;
 	}
 	if (free_slot(z) < 0) {
@@ -332,21 +336,77 @@ void swift_ctl_fork(struct zygote *z, int ci)
 
 static void own_reply(int fd, uint32_t status, int n, const struct swift_qpinfo *q)
 {
-	uint8_t b[12 + QPINFO_WIRE * SWIFT_X_MAX];
+	uint8_t b[12 + SWIFT_QPINFO_WIRE * SWIFT_X_MAX];
 	uint32_t v[3] = {SWIFT_RELAY_OWN_REPLY, status, (uint32_t)n};
 	int i;
 
 	memset(b, 0, sizeof(b));
 	memcpy(b, v, sizeof(v));
-	for (i = 0; i < n; i++) {
-		uint8_t *p = b + 12 + QPINFO_WIRE * (size_t)i;
+	for (i = 0; i < n; i++)
+		swift_qpinfo_put(b + 12 + SWIFT_QPINFO_WIRE * (size_t)i, &q[i]);
+	send(fd, b, 12 + SWIFT_QPINFO_WIRE * (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
 
-		memcpy(p, &q[i].qpn, 4);
-		memcpy(p + 4, &q[i].psn, 4);
-		memcpy(p + 8, &q[i].lid, 2);
-		memcpy(p + 12, q[i].gid, 16);
+/* ctl_connect serves a connect request: a process of the container built
+ * QPs of its own (they count against the container's QP limit while its
+ * request is open), and the zygote, which alone holds the tenant key,
+ * runs the authenticated exchange for them without holding the loop. */
+static void ctl_connect(struct zygote *z, int ci)
+{
+	struct conn *c = &z->conns[ci];
+	struct swift_qpinfo q[SWIFT_X_MAX];
+	struct swift_view v;
+	char err[256];
+	int xc, n = 0;
+
+	view(z, &v);
+	swift_schedule(&c->req, &v, &c->plan);
+	if (c->plan.status) {
+		refuse_conn(z, ci, c->plan.status, c->plan.msg);
+		return;
 	}
-	send(fd, b, 12 + QPINFO_WIRE * (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	for (xc = 0; xc < z->conn_hwm; xc++)
+		n += z->conns[xc].kind == C_CTL && z->conns[xc].attach;
+	if (n >= SWIFT_ATTACHED_MAX) {
+		snprintf(err, sizeof(err), "%d connect requests already hold QPs through this zygote", n);
+		refuse_conn(z, ci, EAGAIN, err);
+		return;
+	}
+	/* decoded and checked by swift_req_decode */
+	if (swift_qpinfos_get((const uint8_t *)c->req.args, (uint32_t)c->plan.own, q, err, sizeof(err))) {
+		refuse_conn(z, ci, EINVAL, err);
+		return;
+	}
+	xc = swift_dial_peer(z, c->plan.peer, P_OWN, c->plan.own, SWIFT_X_HELD, q, NULL);
+	if (xc < 0) {
+		snprintf(err, sizeof(err), "connecting to %s failed: %s", z->cfg.peers[c->plan.peer].name, strerror(errno));
+		refuse_conn(z, ci, ECONNREFUSED, err);
+		return;
+	}
+	z->conns[xc].for_conn = ci;
+	z->conns[xc].for_gen = c->gen;
+	c->attach = c->plan.own;
+	c->attach_conn = xc;
+	c->attach_gen = z->conns[xc].gen;
+	z->dev.own_qps += c->attach;
+	c->deadline_us = swift_now_us() + SWIFT_X_DEADLINE_US + 1000000;
+	z->status_dirty = 1;
+}
+
+void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n,
+			    const struct swift_qpinfo *q)
+{
+	struct conn *c = &z->conns[ci];
+
+	if (status) {
+		c->attach_conn = -1; /* the exchange is ending already */
+		refuse_conn(z, ci, status, why);
+		return;
+	}
+	reply(c->fd, 0, 0, n, n, swift_now_us() - c->t0, NULL);
+	own_reply(c->fd, 0, n, q);
+	/* held until the process closes it: then the peer drops its side */
+	c->deadline_us = 0;
 }
 
 /* swift_relay_own_done answers a function's own-QP request (from the
@@ -371,7 +431,7 @@ void swift_relay_readable(struct zygote *z, int slot)
 {
 	struct child *c = &z->children[slot];
 	union {
-		uint8_t b[8 + QPINFO_WIRE * SWIFT_X_MAX + 16 * SWIFT_RELAY_BATCH + 4];
+		uint8_t b[8 + SWIFT_QPINFO_WIRE * SWIFT_X_MAX + 16 * SWIFT_RELAY_BATCH + 4];
 		uint32_t align;
 	} u;
 	struct swift_relay_msg m;

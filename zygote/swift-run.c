@@ -2,7 +2,7 @@
  * swift-run: ask the container's zygote to fork a function.
  *
  *   swift-run [--socket PATH] [--peer NAME] [--qps N | --all | --no-qp]
- *             [--new | --own] [--time] -- HANDLER [ARGS...]
+ *             [--new | --own] [--time] [--timeout SECONDS] -- HANDLER [ARGS...]
  *   swift-run [--socket PATH] --status
  *
  * Its stdin, stdout and stderr become the function's; its exit status is
@@ -13,6 +13,11 @@
  * the zygote does anyway on providers whose pool queues a forked child
  * cannot use; the peer keeps its side until the function ends). --time
  * prints to stderr the zygote's time to fork and the end-to-end time.
+ *
+ * Every wait is bounded: the zygote's first answer within 30 s (it
+ * connects QPs on demand within 4 s), and, with --timeout, the function's
+ * whole run: when it has not ended by then, swift-run says so and exits
+ * 124 (as timeout(1) does), which ends the function (below).
  *
  * SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to swift-run
  * are delivered to the function (its process group). If swift-run goes
@@ -76,18 +81,29 @@ static int catch_signals(void)
 	return 0;
 }
 
-/* wait_exit waits for the function's exit status, forwarding signals. */
-static int wait_exit(int fd, struct swift_exit *ex)
+/* wait_exit waits for the function's exit status, forwarding signals,
+ * until deadline (0: none); -1 on error, 1 when the deadline passed. */
+static int wait_exit(int fd, struct swift_exit *ex, unsigned long long deadline)
 {
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN}};
+		unsigned long long now = now_us();
 		unsigned char b;
+		int rc, wait_ms = -1;
 
-		if (poll(p, 2, -1) < 0) {
+		if (deadline) {
+			if (now >= deadline)
+				return 1;
+			wait_ms = (int)((deadline - now + 999) / 1000);
+		}
+		rc = poll(p, 2, wait_ms);
+		if (rc < 0) {
 			if (errno == EINTR)
 				continue;
 			return -1;
 		}
+		if (rc == 0)
+			continue;
 		while (p[1].revents && read(sig_pipe[0], &b, 1) == 1) {
 			struct swift_sig s;
 
@@ -102,7 +118,7 @@ static int wait_exit(int fd, struct swift_exit *ex)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new|--own] [--time] -- HANDLER [ARGS...]\n"
+	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new|--own] [--time] [--timeout SECONDS] -- HANDLER [ARGS...]\n"
 			"       swift-run [--socket PATH] --status\n");
 	exit(2);
 }
@@ -121,7 +137,8 @@ int main(int argc, char **argv)
 		struct cmsghdr align;
 	} cm;
 	struct cmsghdr *h;
-	int fd, ai, timing = 0, fds[3] = {0, 1, 2};
+	int fd, ai, timing = 0, timeout_s = 0, rc, fds[3] = {0, 1, 2};
+	struct timeval tv = {.tv_sec = 30};
 	size_t off = 0;
 	unsigned long long t0;
 
@@ -149,6 +166,15 @@ int main(int argc, char **argv)
 			req.flags |= SWIFT_REQ_STATUS;
 		} else if (!strcmp(argv[ai], "--time")) {
 			timing = 1;
+		} else if (!strcmp(argv[ai], "--timeout") && ai + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++ai], &end, 10);
+
+			if (*end || v < 1 || v > 86400) {
+				fprintf(stderr, "swift-run: --timeout %s: want whole seconds from 1 to 86400\n", argv[ai]);
+				return 2;
+			}
+			timeout_s = (int)v;
 		} else {
 			usage();
 		}
@@ -175,7 +201,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	memcpy(sa.sun_path, path, strlen(path));
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		fprintf(stderr, "swift-run: connect %s: %s (is swift-init the container's init?)\n", path, strerror(errno));
 		return 125;
 	}
@@ -198,7 +225,10 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	if (sendmsg(fd, &mh, 0) < 0 || recv(fd, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep)) {
-		fprintf(stderr, "swift-run: request: %s\n", strerror(errno));
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			fprintf(stderr, "swift-run: the zygote did not answer within %ld s\n", (long)tv.tv_sec);
+		else
+			fprintf(stderr, "swift-run: request: %s\n", strerror(errno));
 		return 125;
 	}
 	if (rep.status) {
@@ -217,7 +247,14 @@ int main(int argc, char **argv)
 				(unsigned long long)rep.zygote_us, now_us() - t0);
 		return n > 0 ? 0 : 125;
 	}
-	if (wait_exit(fd, &ex)) {
+	rc = wait_exit(fd, &ex, timeout_s ? t0 + (unsigned long long)timeout_s * 1000000ULL : 0);
+	if (rc > 0) {
+		/* closing the connection ends the function (SIGTERM, then SIGKILL) */
+		fprintf(stderr, "swift-run: the function (pid %d) did not end within %d s; ended it\n", rep.pid,
+			timeout_s);
+		return 124;
+	}
+	if (rc) {
 		fprintf(stderr, "swift-run: zygote went away before the function ended\n");
 		return 125;
 	}

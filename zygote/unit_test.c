@@ -398,6 +398,57 @@ static void test_requests(void)
 	check(through(b, n, 3, &req, err, sizeof(err), &leaked) == EINVAL && leaked == 0, "request: status with fds");
 	n = mkreq(b, SWIFT_REQ_STATUS, "", 0, 1, "x", 2);
 	check(through(b, n, 0, &req, err, sizeof(err), &leaked) == EINVAL, "request: status with an argument");
+	/* a connect request: the peer, nqp QP records (44 bytes each), no
+	 * arguments, no fds */
+	{
+		uint8_t recs[3 * SWIFT_QPINFO_WIRE];
+		struct swift_qpinfo q = {.qpn = 0x11, .psn = 0x222, .lid = 3}, back[3];
+		static const struct {
+			const char *name;
+			uint32_t flags, nqp, argc;
+			const char *peer;
+			size_t len;
+			int nfds, zero_qpn, want;
+		} cc[] = {
+			{"connect: two QPs", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, 0},
+			{"connect: with fds", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 3, 0, EINVAL},
+			{"connect: with another flag", SWIFT_REQ_CONNECT | SWIFT_REQ_OWN, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0,
+			 0, EINVAL},
+			{"connect: no peer", SWIFT_REQ_CONNECT, 2, 0, "", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: no QPs", SWIFT_REQ_CONNECT, 0, 0, "b", 0, 0, 0, EINVAL},
+			{"connect: 65 QPs", SWIFT_REQ_CONNECT, 65, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: records short of nqp", SWIFT_REQ_CONNECT, 3, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: records beyond nqp", SWIFT_REQ_CONNECT, 1, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: with an argument count", SWIFT_REQ_CONNECT, 2, 1, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: QP number 0", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 1, EINVAL},
+		};
+		size_t k;
+
+		memset(recs, 0, sizeof(recs));
+		for (k = 0; k < 3; k++) {
+			q.qpn = 0x11 + (uint32_t)k;
+			swift_qpinfo_put(recs + SWIFT_QPINFO_WIRE * k, &q);
+		}
+		for (k = 0; k < sizeof(cc) / sizeof(cc[0]); k++) {
+			uint8_t r2[sizeof(recs)];
+
+			memcpy(r2, recs, sizeof(r2));
+			if (cc[k].zero_qpn)
+				memset(r2 + SWIFT_QPINFO_WIRE, 0, 4);
+			n = mkreq(b, cc[k].flags, cc[k].peer, cc[k].nqp, cc[k].argc, (const char *)r2, cc[k].len);
+			st = through(b, n, cc[k].nfds, &req, err, sizeof(err), &leaked);
+			snprintf(what, sizeof(what), "request: %s -> %d (%s), fds leaked %d", cc[k].name, st, st ? err : "ok",
+				 leaked);
+			check(st == cc[k].want && leaked == 0, what);
+		}
+		n = mkreq(b, SWIFT_REQ_CONNECT, "b", 2, 0, (const char *)recs, 2 * SWIFT_QPINFO_WIRE);
+		st = through(b, n, 0, &req, err, sizeof(err), &leaked);
+		check(st == 0 && req.flags == SWIFT_REQ_CONNECT && req.nqp == 2 && !strcmp(req.peer, "b") &&
+			      req.argslen == 2 * SWIFT_QPINFO_WIRE &&
+			      swift_qpinfos_get((const uint8_t *)req.args, 2, back, err, sizeof(err)) == 0 &&
+			      back[0].qpn == 0x11 && back[1].qpn == 0x12 && back[1].psn == 0x222 && back[1].lid == 3,
+		      "request: a connect request decodes to its QP records");
+	}
 	/* larger than any request: truncated by the kernel, refused */
 	memcpy(big, b, SWIFT_REQ_HDR);
 	check(through(big, sizeof(big), 3, &req, err, sizeof(err), &leaked) == EMSGSIZE && leaked == 0,
@@ -492,6 +543,10 @@ static void test_schedule(void)
 		{"own QPs not allowed", SWIFT_REQ_OWN, "b", 2, 1, SHARE_RELAY, 0, 4, 4, EBUSY, 1, 0, 0, 0},
 		{"too many own QPs", SWIFT_REQ_OWN, "b", 65, 1, SHARE_RELAY, 1, 4, 4, EINVAL, 1, 0, 0, 0},
 		{"no fork sharing: own QPs", 0, "b", 1, 1, SHARE_NONE, 1, 4, 4, 0, 1, 0, 0, 1},
+		{"connect a process's QPs", SWIFT_REQ_CONNECT, "b", 2, 1, SHARE_RELAY, 1, 4, 4, 0, 1, 0, 0, 2},
+		{"connect not allowed", SWIFT_REQ_CONNECT, "b", 1, 1, SHARE_RELAY, 0, 4, 4, EBUSY, 1, 0, 0, 0},
+		{"connect to an unknown peer", SWIFT_REQ_CONNECT, "zz", 1, 1, SHARE_RELAY, 1, 4, 4, ENOENT, -1, 0, 0, 0},
+		{"connect without a device", SWIFT_REQ_CONNECT, "b", 1, 0, SHARE_RELAY, 1, 0, 0, ENODEV, -1, 0, 0, 0},
 		{"unknown peer", 0, "zz", 0, 1, SHARE_RELAY, 1, 4, 4, ENOENT, -1, 0, 0, 0},
 		{"no device", 0, "b", 0, 0, SHARE_RELAY, 1, 0, 0, ENODEV, -1, 0, 0, 0},
 	};
@@ -546,6 +601,7 @@ static void test_schedule(void)
 		} lc[] = {
 			{"own within the room", SWIFT_REQ_OWN, 2, 0, 2, 0, 0, 0, 2},
 			{"own beyond the room", SWIFT_REQ_OWN, 3, 0, 2, EDQUOT, 0, 0, 0},
+			{"connect beyond the room", SWIFT_REQ_CONNECT, 1, 4, 0, EDQUOT, 0, 0, 0},
 			{"on demand within", SWIFT_REQ_NEW, 1, 4, 1, 0, 0, 1, 0},
 			{"on demand beyond", SWIFT_REQ_NEW, 2, 4, 1, EDQUOT, 0, 0, 0},
 			{"the rest on demand beyond", 0, 3, 1, 1, EDQUOT, 0, 0, 0},

@@ -48,6 +48,7 @@
 #define SWIFT_X_PER_SOURCE 8
 #define SWIFT_WAITING_MAX 32    /* fork requests waiting for QPs on demand */
 #define SWIFT_HELD_PER_PEER 64  /* a peer's functions holding QPs of their own */
+#define SWIFT_ATTACHED_MAX 32   /* connect requests open at once */
 
 /* Deadlines (microseconds). */
 #define SWIFT_CTL_DEADLINE_US 2000000ULL   /* accept to a whole request */
@@ -311,6 +312,13 @@ struct swift_relay_msg {
 	struct swift_relay_op ops[SWIFT_RELAY_BATCH]; /* OPS */
 	struct swift_qpinfo qp[SWIFT_X_MAX];          /* OWN */
 };
+/* A swift_qpinfo on the relay and in connect requests: qpn, psn, lid, pad,
+ * gid (28 bytes used), the rest zero. */
+#define SWIFT_QPINFO_WIRE 44
+void swift_qpinfo_put(uint8_t *p, const struct swift_qpinfo *q);
+/* Decode n records at b (n * SWIFT_QPINFO_WIRE bytes, the caller checked);
+ * -1 with err when a number is out of range. */
+int swift_qpinfos_get(const uint8_t *b, uint32_t n, struct swift_qpinfo *qp, char *err, size_t errlen);
 /* Decode within the bytes received; msg_size bounds a send's length. */
 int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_relay_msg *m, char *err,
 		       size_t errlen);
@@ -500,6 +508,9 @@ struct conn {
 	/* C_CTL */
 	int waiting;             /* a fork request waits for on-demand rows */
 	int wait_conn;           /* ... from this exchange */
+	int attach;              /* a connect request's QPs: counted while it is open */
+	int attach_conn;         /* ... connected by this exchange (held), or -1 */
+	uint32_t attach_gen;
 	struct swift_request req;
 	struct swift_plan plan;
 	uint64_t t0;
@@ -551,6 +562,11 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len);
 void swift_ctl_readable(struct zygote *z, int ci);
 void swift_ctl_fork(struct zygote *z, int ci);
 void swift_write_status(struct zygote *z);
+
+/* The exchange for connect request ci ended: status 0 with the peer's
+ * QPs (the request stays open, holding them), or an errno and why. */
+void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n,
+			    const struct swift_qpinfo *q);
 
 void swift_relay_readable(struct zygote *z, int slot);
 void swift_relay_own_done(struct zygote *z, int slot, int status, int n, const struct swift_qpinfo *q);
