@@ -6,14 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/containerd/errdefs"
-	"github.com/pelletier/go-toml/v2"
-	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
+
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 )
 
 // DefaultPath is where the node configuration lives unless overridden.
@@ -144,7 +143,8 @@ func PathFromEnv() string {
 	return DefaultPath
 }
 
-// Load reads the file at path. A missing file yields Default().
+// Load reads the file at path. A missing file yields Default() (the shim
+// runs with the defaults then); Check is stricter.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -156,167 +156,151 @@ func Load(path string) (Config, error) {
 	return Parse(path, data)
 }
 
-// Parse decodes data (named name in errors) over the defaults and validates it.
-func Parse(name string, data []byte) (Config, error) {
-	c := Default()
-	if err := tomlstrict.Decode(data, &c); err != nil {
-		return Config{}, fmt.Errorf("node config %s: %s: %w", name, describe(err, data), errdefs.ErrInvalidArgument)
+// Check reads and validates the node config at path for an operator
+// (`swiftctl config check`). Unlike Load, a missing file is an error: a
+// NotFound error naming it. So is a tenant policy the config names
+// (policy_path, or $SWIFT_POLICY) that does not exist: the shim refuses
+// every opted-in container then (a FailedPrecondition error naming
+// policy_path and the file). The one missing policy the shim accepts is
+// the built-in DefaultPolicyPath on a node that never enforced a policy
+// (it runs without one: `swiftctl policy check` and `swiftctl doctor`
+// say so); Check leaves that case to them.
+func Check(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Config{}, fmt.Errorf("node config %s does not exist (the shim would run with the built-in defaults; "+
+			"write it, for example from examples/config.toml, or name another file): %w", path, errdefs.ErrNotFound)
 	}
-	if err := c.Validate(); err != nil {
-		// Validate's messages start with the key: say where it is.
-		key, _, _ := strings.Cut(err.Error(), " ")
-		if line := lineOf(data, strings.TrimSuffix(key, ":"), 1); line > 0 {
-			return Config{}, fmt.Errorf("node config %s: line %d: %w", name, line, err)
-		}
-		return Config{}, fmt.Errorf("node config %s: %w", name, err)
+	if err != nil {
+		return Config{}, fmt.Errorf("read node config %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.checkPolicyFile(path); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
 
-// describe turns a go-toml error into "line N: message".
-func describe(err error, data []byte) string {
-	// A StrictMissingError unwraps to DecodeErrors: look for it first.
-	var sm *toml.StrictMissingError
-	if errors.As(err, &sm) && len(sm.Errors) > 0 {
-		parts := make([]string, 0, len(sm.Errors))
-		for _, e := range sm.Errors {
-			row, _ := e.Position()
-			parts = append(parts, fmt.Sprintf("line %d: unknown key %q", row, strings.Join(e.Key(), ".")))
-		}
-		return strings.Join(parts, "; ")
+// checkPolicyFile fails when the tenant policy the config names is
+// missing or not a file, as the shim would (policy.LoadNode).
+func (c Config) checkPolicyFile(name string) error {
+	p := c.PolicyFile()
+	if p == "" {
+		return nil
 	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		return fmt.Sprintf("line %d, column %d: %s", row, col, de.Error())
+	key := "policy_path"
+	if os.Getenv(EnvPolicy) != "" {
+		key = "$" + EnvPolicy + " (which overrides policy_path)"
 	}
-	// Errors go-toml reports without a position: find the key's line.
-	msg := err.Error()
-	var key string
-	nth := 1
+	fi, err := os.Stat(p)
 	switch {
-	case fieldRe.MatchString(msg):
-		key = tomlPath(reflect.TypeOf(Config{}), fieldRe.FindStringSubmatch(msg)[1])
-	case dupKeyRe.MatchString(msg):
-		key, nth = dupKeyRe.FindStringSubmatch(msg)[1], 2
-	case dupTableRe.MatchString(msg):
-		key, nth = "["+dupTableRe.FindStringSubmatch(msg)[1]+"]", 2
+	case errors.Is(err, os.ErrNotExist) && p == DefaultPolicyPath:
+		return nil // a fresh node runs without a policy (policy.LoadNode)
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("node config %s: %s names %s, which does not exist: the shim refuses every opted-in container "+
+			"until it does (write the tenant policy there, correct the path, or set policy_path = \"\" to run without a policy): %w",
+			name, key, p, errdefs.ErrFailedPrecondition)
+	case err != nil:
+		return fmt.Errorf("node config %s: %s names %s: %v: %w", name, key, p, err, errdefs.ErrFailedPrecondition)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("node config %s: %s names %s, which is not a file: the shim refuses every opted-in container: %w",
+			name, key, p, errdefs.ErrFailedPrecondition)
 	}
-	if line := lineOf(data, key, nth); key != "" && line > 0 {
-		return fmt.Sprintf("line %d: %s", line, msg)
-	}
-	return msg
+	return nil
 }
 
-var (
-	fieldRe    = regexp.MustCompile(`into struct field \S*?\.?(\w+) of type`)
-	dupKeyRe   = regexp.MustCompile(`key (\S+) is already defined`)
-	dupTableRe = regexp.MustCompile(`table (\S+) already exists`)
-)
-
-// tomlPath returns the dotted TOML key of the Go field called field in t.
-func tomlPath(t reflect.Type, field string) string {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-		if f.Name == field {
-			return tag
-		}
-		if f.Type.Kind() == reflect.Struct {
-			if sub := tomlPath(f.Type, field); sub != "" {
-				return tag + "." + sub
-			}
-		}
+// Parse decodes data (named name in errors) over the defaults and
+// validates it. Every problem of the file is reported at once, each with
+// its line and its key as the file spells it, in a *tomlfile.Error (an
+// InvalidArgument error).
+func Parse(name string, data []byte) (Config, error) {
+	c := Default()
+	pos, problems := tomlfile.Decode(data, &c)
+	// A file that does not parse leaves the defaults, which are valid.
+	for _, p := range c.problems() {
+		p.Line = pos.Line(p.Key)
+		problems = append(problems, p)
 	}
-	return ""
+	if len(problems) > 0 {
+		tomlfile.Sort(problems)
+		return Config{}, &tomlfile.Error{What: "node config", File: name, Problems: problems}
+	}
+	return c, nil
 }
 
-// lineOf finds the nth line (1-based) where key is set, or where the table
-// "[key]" starts, by a line scan of the file; 0 when not found. A bare key
-// (no dot) matches that key in any table.
-func lineOf(data []byte, key string, nth int) int {
-	table, seen := "", 0
-	for i, raw := range strings.Split(string(data), "\n") {
-		l := strings.TrimSpace(raw)
-		var path string
-		switch {
-		case strings.HasPrefix(l, "[") && !strings.HasPrefix(l, "[["):
-			end := strings.Index(l, "]")
-			if end < 0 {
-				end = len(l)
-			}
-			table = strings.TrimSpace(l[1:end])
-			path = "[" + table + "]"
-		case strings.Contains(l, "=") && !strings.HasPrefix(l, "#"):
-			k, _, _ := strings.Cut(l, "=")
-			k = strings.Trim(strings.TrimSpace(k), `"'`)
-			path = k
-			if table != "" {
-				path = table + "." + k
-			}
-			if !strings.Contains(key, ".") && !strings.HasPrefix(key, "[") && k == key {
-				path = key
-			}
-		default:
-			continue
-		}
-		if path == key {
-			if seen++; seen == nth {
-				return i + 1
-			}
-		}
-	}
-	return 0
-}
-
-// Validate checks values that TOML types alone do not constrain.
+// Validate checks values that TOML types alone do not constrain. The
+// error joins one InvalidArgument error per problem.
 func (c Config) Validate() error {
+	var errs []error
+	for _, p := range c.problems() {
+		errs = append(errs, fmt.Errorf("%s: %s: %w", p.Key, p.Msg, errdefs.ErrInvalidArgument))
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists what Validate refuses, by key.
+func (c Config) problems() []tomlfile.Problem {
+	var ps []tomlfile.Problem
+	add := func(key, format string, args ...any) {
+		ps = append(ps, tomlfile.Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
 	switch c.LogLevel {
 	case "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic":
 	default:
-		return fmt.Errorf("log_level %q: want trace, debug, info, warn or error: %w", c.LogLevel, errdefs.ErrInvalidArgument)
+		add("log_level", "%q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if !filepath.IsAbs(c.StateDir) {
-		return fmt.Errorf("state_dir %q: must be an absolute path: %w", c.StateDir, errdefs.ErrInvalidArgument)
+		add("state_dir", "%q: must be an absolute path", c.StateDir)
 	}
 	if c.PolicyPath != "" && !filepath.IsAbs(c.PolicyPath) {
-		return fmt.Errorf("policy_path %q: must be an absolute path (or \"\" for no policy): %w", c.PolicyPath, errdefs.ErrInvalidArgument)
+		add("policy_path", "%q: must be an absolute path (or \"\" for no policy)", c.PolicyPath)
 	}
 	if c.CRINamespace == "" {
-		return fmt.Errorf("cri_namespace: must name the containerd namespace of the CRI plugin (default %q): %w", DefaultCRINamespace, errdefs.ErrInvalidArgument)
+		add("cri_namespace", "must name the containerd namespace of the CRI plugin (default %q)", DefaultCRINamespace)
 	}
-	for k, v := range map[string]int64{"rdma.hca_handle": c.RDMA.HCAHandle, "rdma.hca_object": c.RDMA.HCAObject} {
-		if v < 0 || v > math.MaxUint32 {
-			return fmt.Errorf("%s %d: want 0 (no limit) to %d: %w", k, v, uint32(math.MaxUint32), errdefs.ErrInvalidArgument)
+	if !filepath.IsAbs(c.KeysDir) {
+		add("keys_dir", "%q: must be an absolute path", c.KeysDir)
+	}
+	for _, k := range []struct {
+		key string
+		v   int64
+	}{{"rdma.hca_handle", c.RDMA.HCAHandle}, {"rdma.hca_object", c.RDMA.HCAObject}} {
+		if k.v < 0 || k.v > math.MaxUint32 {
+			add(k.key, "%d: want 0 (no limit) to %d", k.v, uint32(math.MaxUint32))
 		}
 	}
 	if _, err := ParseMemlock(c.RDMA.Memlock); err != nil {
-		return fmt.Errorf("rdma.memlock: %w", err)
+		add("rdma.memlock", "%s", strings.TrimSuffix(err.Error(), ": "+errdefs.ErrInvalidArgument.Error()))
 	}
-	for k, p := range map[string]string{"rdma.sys_root": c.RDMA.SysRoot, "rdma.dev_root": c.RDMA.DevRoot} {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("%s %q: must be an absolute path: %w", k, p, errdefs.ErrInvalidArgument)
+	for _, k := range []struct{ key, p string }{{"rdma.sys_root", c.RDMA.SysRoot}, {"rdma.dev_root", c.RDMA.DevRoot}} {
+		if !filepath.IsAbs(k.p) {
+			add(k.key, "%q: must be an absolute path", k.p)
 		}
 	}
-	if !filepath.IsAbs(c.KeysDir) {
-		return fmt.Errorf("keys_dir %q: must be an absolute path: %w", c.KeysDir, errdefs.ErrInvalidArgument)
+	envKeys := make([]string, 0, len(c.RDMA.Env))
+	for k := range c.RDMA.Env {
+		envKeys = append(envKeys, k)
+	}
+	sort.Strings(envKeys)
+	for _, k := range envKeys {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			add(tomlfile.Join("rdma.env", k), "not a valid variable name")
+		}
 	}
 	if c.Hooks.Path != "" && !filepath.IsAbs(c.Hooks.Path) {
-		return fmt.Errorf("hooks.path %q: must be an absolute path (or \"\" for the swift-hook beside the shim): %w", c.Hooks.Path, errdefs.ErrInvalidArgument)
+		add("hooks.path", "%q: must be an absolute path (or \"\" for the swift-hook beside the shim)", c.Hooks.Path)
 	}
 	if !filepath.IsAbs(c.Zygote.BinDir) {
-		return fmt.Errorf("zygote.bin_dir %q: must be an absolute path: %w", c.Zygote.BinDir, errdefs.ErrInvalidArgument)
+		add("zygote.bin_dir", "%q: must be an absolute path", c.Zygote.BinDir)
 	}
 	if b := c.Zygote.FunctionUIDBase; b != 0 && (b < 1000 || b > math.MaxUint32-1-FunctionUIDs) {
-		return fmt.Errorf("zygote.function_uid_base %d: want 0 (functions run as the container's user) or a uid from 1000 to %d: %w",
-			b, uint32(math.MaxUint32-1-FunctionUIDs), errdefs.ErrInvalidArgument)
+		add("zygote.function_uid_base", "%d: want 0 (functions run as the container's user) or a uid from 1000 to %d",
+			b, uint32(math.MaxUint32-1-FunctionUIDs))
 	}
-	for k := range c.RDMA.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("rdma.env key %q: not a valid variable name: %w", k, errdefs.ErrInvalidArgument)
-		}
-	}
-	return nil
+	return ps
 }
 
 // PolicyFile is the tenant policy to enforce: $SWIFT_POLICY when set in
@@ -335,43 +319,8 @@ func (c Config) MemlockBytes() uint64 {
 	return n
 }
 
-var units = []struct {
-	suffix string
-	mult   uint64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
-	{"B", 1},
-}
-
-// ParseMemlock parses "unlimited", a byte count, or a count with a binary
-// unit (K, KiB, M, MiB, G, GiB, T, TiB).
-func ParseMemlock(s string) (uint64, error) {
-	if s == "unlimited" || s == "-1" {
-		return MemlockUnlimited, nil
-	}
-	num, mult := s, uint64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || num == "" {
-		return 0, fmt.Errorf("%q is not \"unlimited\" or a size such as 65536, 64KiB or 1GiB: %w", s, errdefs.ErrInvalidArgument)
-	}
-	if n != 0 && mult > math.MaxUint64/n {
-		return 0, fmt.Errorf("%q overflows 64 bits: %w", s, errdefs.ErrInvalidArgument)
-	}
-	if n*mult < 64<<10 {
-		return 0, fmt.Errorf("%q is below 64KiB, too small for any RDMA registration: %w", s, errdefs.ErrInvalidArgument)
-	}
-	return n * mult, nil
-}
-
 // FormatBytes prints a byte count the way ParseMemlock reads it: "unlimited",
-// a binary unit where it divides exactly (64KiB, 1GiB), else bytes.
+// an IEC binary unit where it divides exactly (64KiB, 1GiB), else bytes.
 func FormatBytes(n uint64) string {
 	switch {
 	case n == MemlockUnlimited:

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 )
 
 func TestDefault(t *testing.T) {
@@ -249,18 +252,76 @@ func TestLoadMalformedNamesFile(t *testing.T) {
 }
 
 func TestParseUnknownKeys(t *testing.T) {
-	in := "log_level = \"info\"\nloglevel = \"debug\"\n[rdma]\nmemlock = \"1G\"\nhca_handles = 3\n[metrics]\nport = 1\n"
+	in := "log_level = \"info\"\nloglevel = \"debug\"\n[rdma]\nmemlock = \"1Gi\"\nhca_handles = 3\n[metrics]\nport = 1\n"
 	_, err := Parse("n.toml", []byte(in))
-	if err == nil {
-		t.Fatal("want error")
-	}
 	if !errdefs.IsInvalidArgument(err) {
-		t.Errorf("error %q is not InvalidArgument", err)
+		t.Fatalf("error %v is not InvalidArgument", err)
 	}
-	for _, want := range []string{"n.toml", `line 2: unknown key "loglevel"`, `line 5: unknown key "rdma.hca_handles"`, `"metrics`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not contain %q", err, want)
-		}
+	want := "node config n.toml: " +
+		"line 2: loglevel: unknown key (known here: log_level, state_dir, policy_path, cri_namespace, keys_dir, [rdma], [zygote], [hooks]); " +
+		"line 5: rdma.hca_handles: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, [rdma.env]); " +
+		"line 6: metrics: unknown key (known here: log_level, state_dir, policy_path, cri_namespace, keys_dir, [rdma], [zygote], [hooks])"
+	if err.Error() != want {
+		t.Errorf("error\n %q\nwant\n %q", err, want)
+	}
+}
+
+// A value of the wrong type is named by its key as the file spells it,
+// never by a Go type or struct field.
+func TestParseTypeErrors(t *testing.T) {
+	tests := []struct {
+		name, toml, want string
+	}{
+		{"string for an integer", "[rdma]\nhca_handle = \"16\"", "line 2: rdma.hca_handle: want an integer, got a TOML string"},
+		{"float for an integer", "[rdma]\nhca_object = 1.5", "line 2: rdma.hca_object: want an integer, got a TOML float"},
+		{"integer for a string", "log_level = 5", "line 1: log_level: want a string, got a TOML integer"},
+		{"integer for a table", "rdma = 3", "line 1: rdma: want a table, got a TOML integer"},
+		{"array for env", "[rdma]\nenv = [\"A=1\"]", "line 2: rdma.env: want a table of strings, got a TOML array"},
+		{"integer env value", "[rdma.env]\nA = 1", "line 2: rdma.env.A: want a string, got a TOML integer"},
+		{"string for a bool", "[hooks]\nnetcheck = \"yes\"", "line 2: hooks.netcheck: want true or false, got a TOML string"},
+		{"negative uid base", "[zygote]\nfunction_uid_base = -1", "line 2: zygote.function_uid_base: -1: want an integer from 0 to 4294967295"},
+		{"uid base past uint32", "[zygote]\nfunction_uid_base = 4294967296", "line 2: zygote.function_uid_base: 4294967296: want an integer from 0 to 4294967295"},
+		{"inline table", "rdma = { hca_handle = \"x\" }", "line 1: rdma.hca_handle: want an integer, got a TOML string"},
+		{"dotted key", "\nrdma.memlock = 1024", "line 2: rdma.memlock: want a string, got a TOML integer"},
+		{"table through a bool", "[rdma.default.x]", "line 1: rdma.default: want true or false, got a TOML table"},
+		{"array of tables", "[[hooks]]\npath = \"/x\"", "line 1: hooks: want a table, got a TOML array of tables"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("/etc/swift/config.toml", []byte(tc.toml))
+			if !errdefs.IsInvalidArgument(err) {
+				t.Fatalf("Parse(%q) = %v, want InvalidArgument", tc.toml, err)
+			}
+			if want := "node config /etc/swift/config.toml: " + tc.want; err.Error() != want {
+				t.Errorf("Parse(%q)\n got %q\nwant %q", tc.toml, err, want)
+			}
+		})
+	}
+}
+
+// Unknown keys, values of the wrong type and invalid values of one file
+// are reported together, in line order.
+func TestParseReportsEveryProblem(t *testing.T) {
+	in := "log_level = \"loud\"\nstate_dir = 7\n[rdma]\nmemlock = \"1g\"\nhca_handle = \"16\"\nextra = true\n[zygote]\nbin_dir = \"lib\"\n"
+	_, err := Parse("n.toml", []byte(in))
+	var fe *tomlfile.Error
+	if !errors.As(err, &fe) || !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("error %v (%T) is not an InvalidArgument *tomlfile.Error", err, err)
+	}
+	want := []string{
+		`line 1: log_level: "loud": want trace, debug, info, warn or error`,
+		`line 2: state_dir: want a string, got a TOML integer`,
+		`line 4: rdma.memlock: "1g": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`,
+		`line 5: rdma.hca_handle: want an integer, got a TOML string`,
+		`line 6: rdma.extra: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, [rdma.env])`,
+		`line 8: zygote.bin_dir: "lib": must be an absolute path`,
+	}
+	var got []string
+	for _, p := range fe.Problems {
+		got = append(got, p.String())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems\n got %q\nwant %q", got, want)
 	}
 }
 
@@ -276,7 +337,8 @@ func TestParseInvalidValues(t *testing.T) {
 		{"state_dir empty", `state_dir = ""`, []string{"state_dir", "absolute"}},
 		{"policy_path relative", `policy_path = "policy.toml"`, []string{"policy_path", "policy.toml", "absolute"}},
 		{"memlock garbage", "[rdma]\nmemlock = \"lots\"", []string{"rdma.memlock", `"lots"`}},
-		{"memlock too small", "[rdma]\nmemlock = \"4K\"", []string{"rdma.memlock", `"4K"`, "64KiB"}},
+		{"memlock too small", "[rdma]\nmemlock = \"4Ki\"", []string{`rdma.memlock: "4Ki" is below 64KiB`}},
+		{"memlock ambiguous", "[rdma]\nmemlock = \"4K\"", []string{`line 2: rdma.memlock: "4K": ambiguous size; write 4Ki (4096 bytes) or 4k (4000 bytes)`}},
 		{"memlock empty", "[rdma]\nmemlock = \"\"", []string{"rdma.memlock"}},
 		{"sys_root relative", "[rdma]\nsys_root = \"host\"", []string{"rdma.sys_root", `"host"`, "absolute"}},
 		{"sys_root empty", "[rdma]\nsys_root = \"\"", []string{"rdma.sys_root"}},
@@ -284,13 +346,13 @@ func TestParseInvalidValues(t *testing.T) {
 		{"keys_dir relative", "keys_dir = \"keys\"", []string{"keys_dir", `"keys"`, "absolute"}},
 		{"zygote.bin_dir relative", "[zygote]\nbin_dir = \"lib/swift\"", []string{"zygote.bin_dir", `"lib/swift"`, "absolute"}},
 		{"hooks.path relative", "[hooks]\npath = \"bin/swift-hook\"", []string{"hooks.path", `"bin/swift-hook"`, "absolute", "line 2"}},
-		{"hooks.netcheck not a bool", "[hooks]\nnetcheck = \"yes\"", []string{"line 2", "bool"}},
-		{"zygote.function_uid_base root's range", "[zygote]\nfunction_uid_base = 5", []string{"zygote.function_uid_base 5", "from 1000 to 4294967166"}},
-		{"zygote.function_uid_base past uid_t", "[zygote]\nfunction_uid_base = 4294967200", []string{"zygote.function_uid_base 4294967200", "from 1000"}},
-		{"zygote.function_uid_base negative", "[zygote]\nfunction_uid_base = -1", []string{"line 2, column 21", "cannot be stored in uint32"}},
-		{"env key with =", "[rdma.env]\n\"A=B\" = \"x\"", []string{"rdma.env", `"A=B"`}},
-		{"env key empty", "[rdma.env]\n\"\" = \"x\"", []string{"rdma.env", `""`}},
-		{"env key with NUL", "[rdma.env]\n\"A\\u0000B\" = \"x\"", []string{"rdma.env", `"A\x00B"`}},
+		{"hooks.netcheck not a bool", "[hooks]\nnetcheck = \"yes\"", []string{"line 2: hooks.netcheck: want true or false, got a TOML string"}},
+		{"zygote.function_uid_base root's range", "[zygote]\nfunction_uid_base = 5", []string{"line 2: zygote.function_uid_base: 5: want 0 (functions run as the container's user) or a uid from 1000 to 4294967166"}},
+		{"zygote.function_uid_base past uid_t", "[zygote]\nfunction_uid_base = 4294967200", []string{"zygote.function_uid_base: 4294967200: want 0"}},
+		{"zygote.function_uid_base negative", "[zygote]\nfunction_uid_base = -1", []string{"line 2: zygote.function_uid_base: -1: want an integer from 0 to 4294967295"}},
+		{"env key with =", "[rdma.env]\n\"A=B\" = \"x\"", []string{`line 2: rdma.env."A=B": not a valid variable name`}},
+		{"env key empty", "[rdma.env]\n\"\" = \"x\"", []string{`rdma.env."": not a valid variable name`}},
+		{"env key with NUL", "[rdma.env]\n\"A\\u0000B\" = \"x\"", []string{`rdma.env."A\u0000B": not a valid variable name`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -343,6 +405,9 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Sizes are Kubernetes quantities: Ki, Mi, Gi... are powers of 1024, k,
+// M, G... powers of 1000, a plain integer is bytes; a spelling that could
+// mean either is refused, naming both.
 func TestParseMemlock(t *testing.T) {
 	valid := []struct {
 		in   string
@@ -352,15 +417,24 @@ func TestParseMemlock(t *testing.T) {
 		{"-1", MemlockUnlimited},
 		{"65536", 65536},
 		{"65536B", 65536},
-		{"64K", 64 << 10},
+		{"64Ki", 64 << 10},
 		{"64KiB", 64 << 10},
 		{"64 KiB", 64 << 10},
-		{"4M", 4 << 20},
+		{"66k", 66000},
+		{"4Mi", 4 << 20},
 		{"4MiB", 4 << 20},
-		{"1G", 1 << 30},
+		{"4M", 4000000},
+		{"1Gi", 1 << 30},
 		{"1GiB", 1 << 30},
-		{"2T", 2 << 40},
-		{"2TiB", 2 << 40},
+		{"1G", 1000000000},
+		{"1.5Gi", 1610612736},
+		{"0.5M", 500000},
+		{"2Ti", 2 << 40},
+		{"2T", 2000000000000},
+		{"1Pi", 1 << 50},
+		{"3P", 3000000000000000},
+		{"15Ei", 15 << 60},
+		{"18E", 18000000000000000000},
 		{"17179869183GiB", (1<<34 - 1) << 30},
 		{"18446744073709551615", math.MaxUint64},
 	}
@@ -370,29 +444,45 @@ func TestParseMemlock(t *testing.T) {
 			t.Errorf("ParseMemlock(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
+	const notSize = "not a size: write bytes (65536) or a Kubernetes quantity such as 64Ki, 1Gi (powers of 1024) or 64M, 1G (powers of 1000)"
 	invalid := []struct {
-		in, why string
+		in, want string
 	}{
-		{"", "not"},
-		{"Unlimited", "not"},
-		{"infinity", "not"},
-		{"-2", "not"},
-		{"abc", "not"},
-		{"KiB", "not"},
-		{"1.5GiB", "not"},
-		{"1kib", "not"},
-		{"1 K i B", "not"},
-		{"0x10000", "not"},
-		{" 65536", "not"},
-		{"99999999999999999999", "not"},
-		{"0", "below 64KiB"},
-		{"65535", "below 64KiB"},
-		{"63KiB", "below 64KiB"},
-		{"1B", "below 64KiB"},
-		{"0GiB", "below 64KiB"},
-		{"17179869184GiB", "overflows"},
-		{"16777216TiB", "overflows"},
-		{"18446744073709551615K", "overflows"},
+		{"1g", `"1g": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`},
+		{"64m", `"64m": ambiguous size; write 64Mi (67108864 bytes) or 64M (64000000 bytes)`},
+		{"64K", `"64K": ambiguous size; write 64Ki (65536 bytes) or 64k (64000 bytes)`},
+		{"512MB", `"512MB": ambiguous size; write 512Mi (536870912 bytes) or 512M (512000000 bytes)`},
+		{"1GB", `"1GB": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`},
+		{"2kB", `"2kB": ambiguous size; write 2Ki (2048 bytes) or 2k (2000 bytes)`},
+		{"1gi", `"1gi": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`},
+		{"1kib", `"1kib": ambiguous size; write 1Ki (1024 bytes) or 1k (1000 bytes)`},
+		{"1.5t", `"1.5t": ambiguous size; write 1.5Ti (1649267441664 bytes) or 1.5T (1500000000000 bytes)`},
+		{"1 g", `"1 g": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`},
+		{"", `"": ` + notSize},
+		{"Unlimited", `"Unlimited": ` + notSize},
+		{"infinity", `"infinity": ` + notSize},
+		{"-2", `"-2": ` + notSize},
+		{"abc", `"abc": ` + notSize},
+		{"KiB", `"KiB": ` + notSize},
+		{"1 K i B", `"1 K i B": ` + notSize},
+		{"0x10000", `"0x10000": ` + notSize},
+		{"1e9", `"1e9": ` + notSize},
+		{" 65536", `" 65536": ` + notSize},
+		{"65536 ", `"65536 ": ` + notSize},
+		{"64  Ki", `"64  Ki": ` + notSize},
+		{"1.Gi", `"1.Gi": ` + notSize},
+		{".5Gi", `".5Gi": ` + notSize},
+		{"1.2.3Gi", `"1.2.3Gi": ` + notSize},
+		{"1.5", `"1.5": not a whole number of bytes`},
+		{"1.0000001Ki", `"1.0000001Ki": not a whole number of bytes`},
+		{"99999999999999999999", `"99999999999999999999": overflows 64 bits`},
+		{"17179869184GiB", `"17179869184GiB": overflows 64 bits`},
+		{"16777216Ti", `"16777216Ti": overflows 64 bits`},
+		{"19E", `"19E": overflows 64 bits`},
+		{"0", `"0" is below 64KiB, too small for any RDMA registration`},
+		{"65535", `"65535" is below 64KiB, too small for any RDMA registration`},
+		{"63Ki", `"63Ki" is below 64KiB, too small for any RDMA registration`},
+		{"64k", `"64k" is below 64KiB, too small for any RDMA registration`},
 	}
 	for _, tc := range invalid {
 		got, err := ParseMemlock(tc.in)
@@ -403,8 +493,8 @@ func TestParseMemlock(t *testing.T) {
 		if !errdefs.IsInvalidArgument(err) {
 			t.Errorf("ParseMemlock(%q): error %q is not InvalidArgument", tc.in, err)
 		}
-		if !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), `"`+tc.in+`"`) {
-			t.Errorf("ParseMemlock(%q): error %q, want it to quote the input and say %q", tc.in, err, tc.why)
+		if want := tc.want + ": invalid argument"; err.Error() != want {
+			t.Errorf("ParseMemlock(%q)\n got %q\nwant %q", tc.in, err, want)
 		}
 		if got != 0 {
 			t.Errorf("ParseMemlock(%q) = %d with error, want 0", tc.in, got)
@@ -467,4 +557,72 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, c2)
 		}
 	})
+}
+
+// Check is what `swiftctl config check` reports: unlike Load, a missing
+// file is an error, and so is a tenant policy the config names that the
+// shim could not read.
+func TestCheck(t *testing.T) {
+	t.Setenv(EnvPolicy, "")
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(policyFile, []byte("[tenants.a]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	missing := filepath.Join(dir, "absent.toml")
+	typo := filepath.Join(dir, "polcy.toml")
+	tests := []struct {
+		name  string
+		path  string
+		env   string
+		class func(error) bool
+		want  string // the whole error; "" for success
+	}{
+		{"missing config", missing, "", errdefs.IsNotFound,
+			"node config " + missing + " does not exist (the shim would run with the built-in defaults; write it, for example from examples/config.toml, or name another file): not found"},
+		{"policy present", write("ok.toml", "policy_path = \""+policyFile+"\"\n"), "", nil, ""},
+		{"no policy by choice", write("none.toml", "policy_path = \"\"\n"), "", nil, ""},
+		{"built-in policy path missing (a fresh node runs open)", write("default.toml", "log_level = \"info\"\n"), "", nil, ""},
+		{"policy_path names a missing file", write("typo.toml", "policy_path = \""+typo+"\"\n"), "", errdefs.IsFailedPrecondition,
+			"node config " + filepath.Join(dir, "typo.toml") + ": policy_path names " + typo + ", which does not exist: the shim refuses every opted-in container " +
+				"until it does (write the tenant policy there, correct the path, or set policy_path = \"\" to run without a policy): failed precondition"},
+		{"$SWIFT_POLICY names a missing file", filepath.Join(dir, "ok.toml"), typo, errdefs.IsFailedPrecondition,
+			"node config " + filepath.Join(dir, "ok.toml") + ": $SWIFT_POLICY (which overrides policy_path) names " + typo + ", which does not exist: the shim refuses every opted-in container " +
+				"until it does (write the tenant policy there, correct the path, or set policy_path = \"\" to run without a policy): failed precondition"},
+		{"policy_path names a directory", write("dir.toml", "policy_path = \""+dir+"\"\n"), "", errdefs.IsFailedPrecondition,
+			"node config " + filepath.Join(dir, "dir.toml") + ": policy_path names " + dir + ", which is not a file: the shim refuses every opted-in container: failed precondition"},
+		{"malformed config", write("bad.toml", "[rdma]\nhca_handle = \"16\"\n"), "", errdefs.IsInvalidArgument,
+			"node config " + filepath.Join(dir, "bad.toml") + ": line 2: rdma.hca_handle: want an integer, got a TOML string"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvPolicy, tc.env)
+			c, err := Check(tc.path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Check(%s): %v", tc.path, err)
+				}
+				if c.StateDir == "" {
+					t.Fatalf("Check(%s) = %+v, want the parsed config", tc.path, c)
+				}
+				return
+			}
+			if err == nil || !tc.class(err) {
+				t.Fatalf("Check(%s) = %v, want an error of the right class", tc.path, err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("Check(%s)\n got %q\nwant %q", tc.path, err, tc.want)
+			}
+			if !reflect.DeepEqual(c, Config{}) {
+				t.Errorf("Check returned %+v with its error, want zero Config", c)
+			}
+		})
+	}
 }

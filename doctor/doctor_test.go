@@ -385,8 +385,9 @@ func TestNodeConfig(t *testing.T) {
 	}{
 		{"absent", nil, want{OK, "absent, defaults apply"}},
 		{"valid", ptr("[rdma]\ndefault = true\n"), want{OK, "valid (rdma.default=true, rdma.memlock=unlimited)"}},
-		{"unknown key", ptr("[rdma]\nbogus = 1\n"), want{Fail, "unknown key \"rdma.bogus\""}},
-		{"bad value", ptr("[rdma]\nmemlock = \"1K\"\n"), want{Fail, "below 64KiB"}},
+		{"unknown key", ptr("[rdma]\nbogus = 1\n"), want{Fail, "line 2: rdma.bogus: unknown key (known here: default, memlock"}},
+		{"bad value", ptr("[rdma]\nmemlock = \"1Ki\"\n"), want{Fail, `rdma.memlock: "1Ki" is below 64KiB`}},
+		{"ambiguous size", ptr("[rdma]\nmemlock = \"1g\"\n"), want{Fail, `rdma.memlock: "1g": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := fakeNode(t)

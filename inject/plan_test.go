@@ -194,7 +194,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "memlock equal to the hard limit",
-			cfg:  cfgWith(func(c *config.Config) { c.RDMA.Memlock = "8M" }),
+			cfg:  cfgWith(func(c *config.Config) { c.RDMA.Memlock = "8Mi" }),
 			node: Node{Inventory: inventory(true), MemlockHard: 8 << 20},
 			want: []Modifier{
 				Devices{Nodes: []rdma.Node{uv0, uv1, cm}},

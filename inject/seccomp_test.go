@@ -93,8 +93,8 @@ func TestPlanTenant(t *testing.T) {
 }
 
 func TestConfigLimits(t *testing.T) {
-	cfg := cfgWith(func(c *config.Config) { c.RDMA.HCAHandle = 2; c.RDMA.HCAObject = 3; c.RDMA.Memlock = "8M" })
-	want := Limits{HCAHandle: 2, HCAObject: 3, Memlock: 8 << 20, MemlockKey: "rdma.memlock", MemlockText: "8M"}
+	cfg := cfgWith(func(c *config.Config) { c.RDMA.HCAHandle = 2; c.RDMA.HCAObject = 3; c.RDMA.Memlock = "8Mi" })
+	want := Limits{HCAHandle: 2, HCAObject: 3, Memlock: 8 << 20, MemlockKey: "rdma.memlock", MemlockText: "8Mi"}
 	if got := ConfigLimits(cfg); got != want {
 		t.Errorf("ConfigLimits = %+v, want %+v", got, want)
 	}
