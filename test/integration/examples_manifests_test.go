@@ -241,6 +241,10 @@ func TestExampleManifests(t *testing.T) {
 			t.Errorf("examples/policy.toml: namespace %q belongs to tenant %q, want %q", ns, got, want)
 		}
 	}
+	// Its sizes are Kubernetes quantities: Gi is binary.
+	if a := pol.Tenants["team-a"]; a == nil || a.Container.Memlock != 1<<30 || a.Node.Memlock != 16<<30 {
+		t.Errorf("examples/policy.toml: tenant team-a = %+v, want container.memlock 1Gi and node.memlock 16Gi", a)
+	}
 
 	var files []string
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
