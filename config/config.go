@@ -218,7 +218,7 @@ func (c Config) checkPolicyFile(name string) error {
 // InvalidArgument error).
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
-	pos, problems := tomlfile.Decode(data, &c)
+	pos, problems, _ := tomlfile.Decode(data, &c)
 	// A file that does not parse leaves the defaults, which are valid.
 	for _, p := range c.problems() {
 		p.Line = pos.Line(p.Key)

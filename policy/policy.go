@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
-	"github.com/swift-rdma/swift-containerd/internal/tomlstrict"
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 	"github.com/swift-rdma/swift-containerd/ledger"
 )
 
@@ -187,42 +188,13 @@ func Load(path string) (*Policy, error) {
 	return Parse(path, data)
 }
 
-// Problem is one thing wrong in a policy file.
-type Problem struct {
-	Line int    // 1-based; 0 when unknown
-	Key  string // dotted key, when known
-	Msg  string
-}
-
-func (p Problem) String() string {
-	var b strings.Builder
-	if p.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", p.Line)
-	}
-	if p.Key != "" {
-		b.WriteString(p.Key + ": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
-}
+// Problem is one thing wrong in a policy file: its line (0 when unknown),
+// its key as the file spells it (when known) and what is wrong.
+type Problem = tomlfile.Problem
 
 // Error is a malformed policy: every problem found, in line order. It is
 // an InvalidArgument error (errdefs.IsInvalidArgument).
-type Error struct {
-	File     string
-	Problems []Problem
-}
-
-func (e *Error) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return fmt.Sprintf("tenant policy %s: %s", e.File, strings.Join(parts, "; "))
-}
-
-// Unwrap makes Error an InvalidArgument error.
-func (e *Error) Unwrap() error { return errdefs.ErrInvalidArgument }
+type Error = tomlfile.Error
 
 type rawPolicy struct {
 	LocalTenant *string              `toml:"local_tenant"`
@@ -257,23 +229,14 @@ type rawQuota struct {
 	Memlock    *string `toml:"memlock"`
 }
 
-// Parse decodes and validates a policy (named name in errors).
+// Parse decodes and validates a policy (named name in errors). Every
+// problem of the file is reported in one pass, in line order: unknown
+// keys, values of the wrong type and invalid values alike.
 func Parse(name string, data []byte) (*Policy, error) {
-	e := &Error{File: name}
-	pos, perr := keyLines(data)
-	if perr == nil {
-		// The schema has no arrays of tables; go-toml reports them without a line.
-		for _, at := range pos.arrayTables {
-			e.Problems = append(e.Problems, Problem{Line: at.line, Key: at.key,
-				Msg: "arrays of tables ([[...]]) are not part of the policy; write [tenants.NAME]"})
-		}
-		if len(e.Problems) > 0 {
-			return nil, e
-		}
-	}
 	var raw rawPolicy
-	if err := tomlstrict.Decode(data, &raw); err != nil {
-		e.Problems = decodeProblems(err, pos)
+	pos, problems, parsed := tomlfile.Decode(data, &raw)
+	e := &Error{What: "tenant policy", File: name, Problems: problems}
+	if !parsed {
 		return nil, e
 	}
 	p := &Policy{Path: name, Tenants: map[string]*Tenant{}}
@@ -283,7 +246,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) == 0 {
+	if len(names) == 0 && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Key == "tenants" }) {
 		v.add("tenants", "the policy defines no tenant: add a [tenants.NAME] table (with no policy file at all, every container gets the open \"default\" tenant)")
 	}
 	for _, n := range names {
@@ -303,9 +266,9 @@ func Parse(name string, data []byte) (*Policy, error) {
 			p.LocalTenant = lt
 		}
 	}
-	if len(v.problems) > 0 {
-		sort.SliceStable(v.problems, func(i, j int) bool { return v.problems[i].Line < v.problems[j].Line })
-		e.Problems = v.problems
+	if problems = append(problems, v.problems...); len(problems) > 0 {
+		tomlfile.Sort(problems)
+		e.Problems = problems
 		return nil, e
 	}
 	return p, nil
@@ -315,16 +278,16 @@ func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
 
 // validator collects problems with their lines.
 type validator struct {
-	pos      positions
+	pos      *tomlfile.Positions
 	problems []Problem
 }
 
 func (v *validator) add(key, msg string) {
-	v.problems = append(v.problems, Problem{Line: v.pos.line(key), Key: key, Msg: msg})
+	v.problems = append(v.problems, Problem{Line: v.pos.Line(key), Key: key, Msg: msg})
 }
 
 func (v *validator) tenant(name string, r rawTenant) *Tenant {
-	base := "tenants." + name
+	base := tomlfile.Join("tenants", name)
 	n0 := len(v.problems)
 	if !annotations.IsLabel(name) {
 		v.add(base, fmt.Sprintf("tenant name %q is not a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)", name))
@@ -481,7 +444,7 @@ func (v *validator) overlaps(p *Policy) {
 	for _, n := range names {
 		for i, ns := range p.Tenants[n].Namespaces {
 			if o, ok := owner[ns]; ok {
-				v.add(fmt.Sprintf("tenants.%s.namespaces[%d]", n, i),
+				v.add(fmt.Sprintf("%s.namespaces[%d]", tomlfile.Join("tenants", n), i),
 					fmt.Sprintf("namespace %q already maps to tenant %q: a namespace belongs to one tenant (use claimable_from to share)", ns, o))
 				continue
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 )
 
 // TestBadPolicies: every file under testdata/bad is refused with an
@@ -493,16 +494,16 @@ container = { qps = 1 }
 [tenants.a.node]
 qps = 2
 `)
-	pos, err := keyLines(data)
-	if err != nil {
-		t.Fatal(err)
+	pos, problems, parsed := tomlfile.Decode(data, &rawPolicy{})
+	if !parsed || len(problems) > 0 {
+		t.Fatal(problems)
 	}
 	for key, line := range map[string]int{
 		"local_tenant": 1, "tenants.a": 2, "tenants.a.namespaces": 3, "tenants.a.namespaces[1]": 5,
 		"tenants.a.container.qps": 7, "tenants.a.node": 8, "tenants.a.node.qps": 9, "tenants.a.node.memlock": 8,
 		"tenants.b.x": 2, "other.x": 0,
 	} {
-		if got := pos.line(key); got != line {
+		if got := pos.Line(key); got != line {
 			t.Errorf("line(%s) = %d, want %d", key, got, line)
 		}
 	}
@@ -623,5 +624,51 @@ func TestAdmitAllocated(t *testing.T) {
 		if !errdefs.IsPermissionDenied(err) || !strings.Contains(err.Error(), tc.refused) {
 			t.Errorf("%s with %q: error %v, want PermissionDenied saying %q", tc.t.Name, tc.allocated, err, tc.refused)
 		}
+	}
+}
+
+// TestParseReportsEveryProblem: one pass reports every problem of a file
+// (a value of the wrong type, an unknown key, invalid values), each once,
+// with its line and key, and nothing that follows from another.
+func TestParseReportsEveryProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []Problem
+	}{
+		{"three kinds", "[tenants.a]\nnamespaces = [\"a\", 7]\nseccomp = \"strict\"\nfork_share = true\n[tenants.a.node]\nqps = 10\n",
+			[]Problem{
+				{Line: 2, Key: "tenants.a.namespaces[1]", Msg: "want a string, got a TOML integer"},
+				{Line: 3, Key: "tenants.a.seccomp", Msg: `"strict": want "none" or "baseline"`},
+				{Line: 4, Key: "tenants.a.fork_share", Msg: "unknown key (known here: namespaces, claimable_from, local, devices, peers, fork_sharing, seccomp, key_file, [tenants.a.container], [tenants.a.node])"},
+				{Line: 6, Key: "tenants.a.node.qps", Msg: "a node-wide quota needs a finite per-container limit to charge each container: set tenants.a.container.qps"},
+			}},
+		{"a tenant with a mistyped key is still validated", "local_tenant = \"a\"\n[tenants.a]\nlocal = 1\ndevices = [\"rxe 0\"]\n",
+			[]Problem{
+				{Line: 3, Key: "tenants.a.local", Msg: "want true or false, got a TOML integer"},
+				{Line: 4, Key: "tenants.a.devices[0]", Msg: `"rxe 0" is not an RDMA device name`},
+			}},
+		{"tenants of the wrong type is one problem", "tenants = 5\nlocal_tenants = \"a\"\n",
+			[]Problem{
+				{Line: 1, Key: "tenants", Msg: "want a table, got a TOML integer"},
+				{Line: 2, Key: "local_tenants", Msg: "unknown key (known here: local_tenant, [tenants.NAME])"},
+			}},
+		{"a tenant name that needs quotes", "[tenants.\"Team A\"]\nseccomp = 1\n",
+			[]Problem{
+				{Line: 1, Key: `tenants."Team A"`, Msg: `tenant name "Team A" is not a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)`},
+				{Line: 2, Key: `tenants."Team A".seccomp`, Msg: "want a string, got a TOML integer"},
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(tc.in))
+			var pe *Error
+			if !errors.As(err, &pe) || !errdefs.IsInvalidArgument(err) {
+				t.Fatalf("Parse = %v, want an InvalidArgument *Error", err)
+			}
+			if !reflect.DeepEqual(pe.Problems, tc.want) {
+				t.Errorf("problems\n got %q\nwant %q", pe.Problems, tc.want)
+			}
+		})
 	}
 }

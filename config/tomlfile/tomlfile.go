@@ -68,23 +68,25 @@ func Sort(ps []Problem) {
 // Decode decodes data into v, a pointer to a struct whose fields carry
 // `toml` tags; fields the file does not set keep their values (defaults).
 // It returns the positions of the file's keys (for problems found later,
-// by validation) and every problem of the file. A value of the wrong type
-// leaves its field as it was; an unknown key is skipped. A syntax error
-// (or a key defined twice) is the only problem returned.
-func Decode(data []byte, v any) (*Positions, []Problem) {
+// by validation), every problem of the file, and whether the file parsed.
+// A value of the wrong type leaves its field as it was (an array with a
+// wrong element is left out whole; a table keeps its other keys); an
+// unknown key is skipped. When the file does not parse (a syntax error, a
+// key defined twice), that is the only problem and v is left as it was.
+func Decode(data []byte, v any) (pos *Positions, problems []Problem, parsed bool) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
 		panic(fmt.Sprintf("tomlfile.Decode: want a pointer to a struct, got %T", v))
 	}
-	pos := keyLines(data)
+	pos = keyLines(data)
 	tree, err := unmarshal(data)
 	if err != nil {
-		return pos, []Problem{syntaxProblem(err, pos)}
+		return pos, []Problem{syntaxProblem(err, pos)}, false
 	}
 	d := &decoder{pos: pos}
 	d.assign(rv.Elem(), tree, path{})
 	Sort(d.problems)
-	return pos, d.problems
+	return pos, d.problems, true
 }
 
 // unmarshal decodes data into a generic tree; a panic inside the TOML
@@ -252,7 +254,10 @@ func (d *decoder) assign(dst reflect.Value, val any, p path) bool {
 			elem := reflect.New(t.Elem()).Elem()
 			if !d.assign(elem, m[k], p.key(k)) {
 				whole = false
-				continue
+				if _, isMap := m[k].(map[string]any); !isMap || !isTable(t.Elem()) {
+					continue
+				}
+				// a table keeps what it got right, for validation to see
 			}
 			dst.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), elem)
 		}

@@ -48,7 +48,10 @@ func TestDecode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := doc{Name: "default"}
-			_, probs := Decode([]byte(tc.in), &got)
+			_, probs, parsed := Decode([]byte(tc.in), &got)
+			if !parsed {
+				t.Fatal("parsed = false")
+			}
 			if len(probs) != 0 {
 				t.Fatalf("problems: %v", probs)
 			}
@@ -121,7 +124,7 @@ func TestDecodeProblems(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := doc{Name: "default"}
-			_, probs := Decode([]byte(tc.in), &v)
+			_, probs, _ := Decode([]byte(tc.in), &v)
 			var got []string
 			for _, p := range probs {
 				got = append(got, p.String())
@@ -136,7 +139,7 @@ func TestDecodeProblems(t *testing.T) {
 // A mistyped value leaves its field (and its whole array or table) as it was.
 func TestDecodeKeepsDefaults(t *testing.T) {
 	v := doc{Name: "default", Sub: sub{N: 9, Small: 3}}
-	_, probs := Decode([]byte("name = 1\nlist = [\"a\", 2]\n[sub]\nn = \"x\"\nsmall = 4\n"), &v)
+	_, probs, _ := Decode([]byte("name = 1\nlist = [\"a\", 2]\n[sub]\nn = \"x\"\nsmall = 4\n"), &v)
 	if len(probs) != 3 {
 		t.Fatalf("problems = %v, want 3", probs)
 	}
@@ -147,7 +150,7 @@ func TestDecodeKeepsDefaults(t *testing.T) {
 }
 
 func TestPositionsLine(t *testing.T) {
-	pos, probs := Decode([]byte("name = \"a\"\n\n[items.b]\nnames = [\n  \"x\",\n  \"y\"]\n[items.\"c d\"]\nnames = [\"z\"]\n"), &doc{})
+	pos, probs, _ := Decode([]byte("name = \"a\"\n\n[items.b]\nnames = [\n  \"x\",\n  \"y\"]\n[items.\"c d\"]\nnames = [\"z\"]\n"), &doc{})
 	if len(probs) != 0 {
 		t.Fatal(probs)
 	}
@@ -199,4 +202,25 @@ func TestDecodeNeedsStructPointer(t *testing.T) {
 		}
 	}()
 	Decode(nil, doc{})
+}
+
+// A table of tables keeps an entry with a mistyped key, with its other
+// keys, so that validation sees them; a file that does not parse leaves v
+// as it was and says so.
+func TestDecodePartialTables(t *testing.T) {
+	var v doc
+	_, probs, parsed := Decode([]byte("[items.a]\nnames = \"x\"\nlimit = 3\n[items.b]\nnames = [1]\n"), &v)
+	if !parsed || len(probs) != 2 {
+		t.Fatalf("parsed %v, problems %v", parsed, probs)
+	}
+	three := int64(3)
+	want := map[string]item{"a": {Limit: &three}, "b": {}}
+	if !reflect.DeepEqual(v.Items, want) {
+		t.Fatalf("items = %+v, want %+v", v.Items, want)
+	}
+	v = doc{Name: "kept"}
+	_, probs, parsed = Decode([]byte("name = \"x\"\n[sub\n"), &v)
+	if parsed || len(probs) != 1 || v.Name != "kept" {
+		t.Fatalf("parsed %v, problems %v, name %q; want not parsed, one problem, name kept", parsed, probs, v.Name)
+	}
 }
