@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,29 +11,67 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
 
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/doctor"
 	"github.com/swift-rdma/swift-containerd/verbs"
 )
 
-const cacheUsage = "usage: swiftctl cache build|check|show [flags] (-h for a subcommand's flags)"
+func newCacheCmd() *cobra.Command {
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Profile libibverbs and build the node's verbs cache",
+		Long: `Profile libibverbs' control plane on this node (swift-profile, a fresh
+process per run) and build the verbs cache that opted-in containers use
+(swift.io/verbs=cached): the device snapshot, the provider driver files
+and the preload library. Run it as root after the node's RDMA devices and
+drivers change.`,
+		Args: noArgs,
+	}
+	var bo cacheBuildOptions
+	bo.cfgPath = addConfigFlag(build, "state_dir, rdma.sys_root, zygote.bin_dir")
+	build.Flags().IntVar(&bo.runs, "runs", 10, "profiling runs per path, a fresh process each")
+	build.Flags().StringVar(&bo.device, "device", "", "device the control-plane sequence runs on (default: the first)")
+	build.Flags().StringVar(&bo.libDir, "lib-dir", "", "directory with swift-profile and libswiftverbs.so (default: next to swiftctl, then zygote.bin_dir)")
+	build.Flags().StringVar(&bo.confDir, "config-dir", verbs.DefaultConfigDir, "the node's libibverbs provider config directory")
+	build.Flags().BoolVar(&bo.noCached, "no-cached", false, "do not profile the cached path (it needs root)")
+	build.Flags().StringVar(&bo.chart, "chart", "", "also write the per-call stock/cached medians as an SVG chart to this file")
+	build.Flags().BoolVar(&bo.quiet, "quiet", false, "do not show the profiler's progress")
+	bo.out = addOutputFlag(build, true)
+	build.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cacheBuild(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), bo)
+	}
 
-// cmdCache is `swiftctl cache build|check|show`: the node's verbs cache.
-// check returns an error (exit 1) when the cache is not valid.
-func cmdCache(ctx context.Context, w io.Writer, args []string) error {
-	if len(args) < 1 {
-		return fmt.Errorf("%s: %w", cacheUsage, errdefs.ErrInvalidArgument)
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check the node's verbs cache (exit 1 unless valid)",
+		Long: `Check that the node's verbs cache is valid for the node as it is now
+(devices, kernel, rdma-core, the cache's own files): it prints the state
+(valid, missing, stale or invalid) and why, and exits 1 unless valid.
+With -o json it prints {"state", "reasons", "dir"}.`,
+		Args: noArgs,
 	}
-	switch args[0] {
-	case "build":
-		return cacheBuild(ctx, w, args[1:])
-	case "check":
-		return cacheCheck(w, args[1:])
-	case "show":
-		return cacheShow(w, args[1:])
+	checkConfig := addConfigFlag(check, "its state_dir holds the cache")
+	checkOut := addOutputFlag(check, true)
+	check.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cacheCheck(cmd.OutOrStdout(), configPath(*checkConfig), *checkOut)
 	}
-	return fmt.Errorf("unknown cache command %q; %s: %w", args[0], cacheUsage, errdefs.ErrInvalidArgument)
+
+	showCmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show the node's verbs cache: what it holds and its profile",
+		Long: `Show the node's verbs cache: its state, the devices and providers it
+holds, its environment and the profile (stock and cached medians per call).
+With -o json it prints the cache's manifest.`,
+		Args: noArgs,
+	}
+	showConfig := addConfigFlag(showCmd, "its state_dir holds the cache")
+	showOut := addOutputFlag(showCmd, true)
+	showCmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cacheShow(cmd.OutOrStdout(), configPath(*showConfig), *showOut)
+	}
+	return newGroupCmd("cache", "Build, check or show the node's verbs cache", "", build, check, showCmd)
 }
 
 func cacheNode(c config.Config) verbs.Node {
@@ -55,28 +91,21 @@ func libDirs(flagDir string, c config.Config) []string {
 	return append(dirs, c.Zygote.BinDir, config.DefaultZygoteBinDir)
 }
 
-func cacheBuild(ctx context.Context, w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("cache build", flag.ContinueOnError)
-	cfgPath := fs.String("config", config.PathFromEnv(), "node config (state_dir, rdma.sys_root, zygote.bin_dir)")
-	runs := fs.Int("runs", 10, "profiling runs per path, a fresh process each")
-	device := fs.String("device", "", "device the control-plane sequence runs on (default: the first)")
-	libDir := fs.String("lib-dir", "", "directory with swift-profile and libswiftverbs.so (default: next to swiftctl, then zygote.bin_dir)")
-	confDir := fs.String("config-dir", verbs.DefaultConfigDir, "the node's libibverbs provider config directory")
-	noCached := fs.Bool("no-cached", false, "do not profile the cached path (it needs root)")
-	chart := fs.String("chart", "", "also write the per-call stock/cached medians as an SVG chart to this file")
-	asJSON := fs.Bool("json", false, "print the manifest as JSON")
-	quiet := fs.Bool("quiet", false, "do not show the profiler's progress")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: %w", fs.Args(), errdefs.ErrInvalidArgument)
-	}
-	c, err := config.Load(*cfgPath)
+// cacheBuildOptions are the flags of `cache build`.
+type cacheBuildOptions struct {
+	cfgPath                        *string
+	runs                           int
+	device, libDir, confDir, chart string
+	noCached, quiet                bool
+	out                            *outputFormat
+}
+
+func cacheBuild(ctx context.Context, w, stderr io.Writer, o cacheBuildOptions) error {
+	c, err := config.Load(configPath(*o.cfgPath))
 	if err != nil {
 		return err
 	}
-	dirs := libDirs(*libDir, c)
+	dirs := libDirs(o.libDir, c)
 	prof, err := verbs.FindBinary(verbs.ProfilerBinary, dirs...)
 	if err != nil {
 		return err
@@ -85,24 +114,24 @@ func cacheBuild(ctx context.Context, w io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	var log io.Writer = os.Stderr
-	if *quiet {
+	log := stderr
+	if o.quiet {
 		log = nil
 	}
 	res, err := verbs.Build(ctx, verbs.BuildOptions{
 		StateDir: c.StateDir, Sources: verbs.Sources{SysRoot: c.RDMA.SysRoot},
-		Profiler: prof, Preload: pre, ConfigDir: *confDir, Runs: *runs, Device: *device,
-		MeasureCached: !*noCached, System: rdmaSystem, Log: log,
+		Profiler: prof, Preload: pre, ConfigDir: o.confDir, Runs: o.runs, Device: o.device,
+		MeasureCached: !o.noCached, System: rdmaSystem, Log: log,
 	})
 	if err != nil {
 		return fmt.Errorf("verbs cache build: %w", err)
 	}
-	if *chart != "" {
-		if err := writeCacheChart(*chart, res.Manifest); err != nil {
+	if o.chart != "" {
+		if err := writeCacheChart(o.chart, res.Manifest); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
+	if *o.out == outputJSON {
 		return writeJSON(w, res.Manifest)
 	}
 	fmt.Fprintf(w, "verbs cache built: %s\n", res.Dir)
@@ -145,23 +174,25 @@ func writeCacheChart(path string, m verbs.Manifest) error {
 	return err
 }
 
+// cacheCheckReport is `cache check -o json`.
+type cacheCheckReport struct {
+	State   string   `json:"state"`
+	Reasons []string `json:"reasons"`
+	// Dir is the current cache directory, null when there is none.
+	Dir *string `json:"dir"`
+}
+
 // errCacheNotValid makes `swiftctl cache check` exit 1.
 var errCacheNotValid = errors.New("verbs cache not valid")
 
-func cacheCheck(w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("cache check", flag.ContinueOnError)
-	cfgPath := fs.String("config", config.PathFromEnv(), "node config")
-	asJSON := fs.Bool("json", false, `print {"state", "reasons", "dir"}`)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	c, err := config.Load(*cfgPath)
+func cacheCheck(w io.Writer, cfgPath string, out outputFormat) error {
+	c, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
 	r := verbs.Check(cacheNode(c))
-	if *asJSON {
-		if err := writeJSON(w, map[string]any{"state": r.State, "reasons": r.Reasons, "dir": r.Dir}); err != nil {
+	if out == outputJSON {
+		if err := writeJSON(w, cacheCheckReport{State: string(r.State), Reasons: orEmpty(r.Reasons), Dir: strOrNull(r.Dir)}); err != nil {
 			return err
 		}
 	} else if r.Valid() {
@@ -170,19 +201,13 @@ func cacheCheck(w io.Writer, args []string) error {
 		fmt.Fprintf(w, "%s: %s\n", r.State, r.Why())
 	}
 	if !r.Valid() {
-		return fmt.Errorf("%w (%s)", errCacheNotValid, r.State)
+		return &checkFailed{fmt.Errorf("%w (%s)", errCacheNotValid, r.State)}
 	}
 	return nil
 }
 
-func cacheShow(w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("cache show", flag.ContinueOnError)
-	cfgPath := fs.String("config", config.PathFromEnv(), "node config")
-	asJSON := fs.Bool("json", false, "print the manifest as JSON")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	c, err := config.Load(*cfgPath)
+func cacheShow(w io.Writer, cfgPath string, out outputFormat) error {
+	c, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -190,7 +215,7 @@ func cacheShow(w io.Writer, args []string) error {
 	if r.Manifest == nil {
 		return fmt.Errorf("no verbs cache to show: %s: %w", r.Why(), errdefs.ErrNotFound)
 	}
-	if *asJSON {
+	if out == outputJSON {
 		return writeJSON(w, r.Manifest)
 	}
 	fmt.Fprintf(w, "cache: %s\nstate: %s", r.Dir, r.State)
@@ -200,15 +225,6 @@ func cacheShow(w io.Writer, args []string) error {
 	fmt.Fprintln(w)
 	printManifest(w, *r.Manifest)
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }
 
 func printManifest(w io.Writer, m verbs.Manifest) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -71,12 +69,10 @@ func writeTestCache(t *testing.T, sysRoot, stateDir string) string {
 }
 
 func TestCacheCommands(t *testing.T) {
-	ctx := context.Background()
 	cfg, sysRoot, stateDir := cacheNodeFixture(t)
 	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := cmdCache(ctx, &out, append(args, "--config", cfg))
-		return out.String(), err
+		out, _, err := swiftctl(t, append(append([]string{"cache"}, args...), "--config", cfg)...)
+		return out, err
 	}
 
 	out, err := run("check")
@@ -139,16 +135,14 @@ func TestCacheCommands(t *testing.T) {
 }
 
 func TestCacheCommandErrors(t *testing.T) {
-	ctx := context.Background()
 	cfg, _, _ := cacheNodeFixture(t)
-	var out bytes.Buffer
 	for _, args := range [][]string{nil, {"frobnicate"}, {"build", "extra-arg"}} {
-		if err := cmdCache(ctx, &out, args); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, _, err := swiftctl(t, append([]string{"cache"}, args...)...); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("cache %q: %v, want InvalidArgument", args, err)
 		}
 	}
 	// build: the binaries are looked for where --lib-dir says
-	err := cmdCache(ctx, &out, []string{"build", "--config", cfg, "--lib-dir", t.TempDir()})
+	_, _, err := swiftctl(t, "cache", "build", "--config", cfg, "--lib-dir", t.TempDir())
 	if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "swift-profile") {
 		t.Fatalf("build without swift-profile: %v", err)
 	}
@@ -159,7 +153,7 @@ func TestCacheCommandErrors(t *testing.T) {
 	writeFixture(t, filepath.Join(lib, "libswiftverbs.so"), "\x7fELF....")
 	conf := t.TempDir()
 	writeFixture(t, filepath.Join(conf, "rxe.driver"), "driver rxe\n")
-	err = cmdCache(ctx, &out, []string{"build", "--config", cfg, "--lib-dir", lib, "--config-dir", conf, "--quiet"})
+	_, _, err = swiftctl(t, "cache", "build", "--config", cfg, "--lib-dir", lib, "--config-dir", conf, "--quiet")
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "errno 19") {
 		t.Fatalf("build with a failing profiler: %v", err)
 	}

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/swift-rdma/swift-containerd/cdispec"
@@ -13,22 +12,36 @@ import (
 	"github.com/swift-rdma/swift-containerd/rdma"
 )
 
-// cmdCDI: swiftctl cdi generate [--dir DIR] [--stdout] [--config FILE].
-func cmdCDI(out io.Writer, args []string) error {
-	if len(args) < 1 || args[0] != "generate" {
-		return fmt.Errorf("usage: swiftctl cdi generate [--dir DIR] [--stdout] [--config FILE]")
+func newCDICmd() *cobra.Command {
+	gen := &cobra.Command{
+		Use:   "generate",
+		Short: "Write the CDI spec of the node's RDMA devices",
+		Long: `Write the CDI spec of the node's RDMA devices (swift.io/rdma=DEVICE, with the
+rdma_cm node for all) into --dir, one of containerd's cdi_spec_dirs.
+--stdout prints the spec instead (YAML; JSON with -o json). With -o json
+and no --stdout, the spec is written and {"path", "devices", "spec"} printed.`,
+		Args: noArgs,
 	}
-	fs := flag.NewFlagSet("cdi generate", flag.ContinueOnError)
-	dir := fs.String("dir", cdispec.DefaultDir, "CDI spec directory to write into (one of containerd's cdi_spec_dirs)")
-	stdout := fs.Bool("stdout", false, "print the spec instead of writing it")
-	cfgPath := fs.String("config", config.PathFromEnv(), "node config (its sys_root and dev_root)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	dir := gen.Flags().String("dir", cdispec.DefaultDir, "CDI spec directory to write into (one of containerd's cdi_spec_dirs)")
+	stdout := gen.Flags().Bool("stdout", false, "print the spec instead of writing it")
+	cfgPath := addConfigFlag(gen, "its rdma.sys_root and rdma.dev_root")
+	out := addOutputFlag(gen, false)
+	gen.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cdiGenerate(cmd, configPath(*cfgPath), *dir, *stdout, *out)
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("cdi generate: unexpected arguments %q", fs.Args())
-	}
-	c, err := config.Load(*cfgPath)
+	return newGroupCmd("cdi", "Container Device Interface specs of the node's RDMA devices", "", gen)
+}
+
+// cdiReport is `cdi generate -o json` without --stdout.
+type cdiReport struct {
+	Path    string   `json:"path"`
+	Devices []string `json:"devices"`
+	Spec    any      `json:"spec"`
+}
+
+func cdiGenerate(cmd *cobra.Command, cfgPath, dir string, stdout bool, out outputFormat) error {
+	w := cmd.OutOrStdout()
+	c, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -40,22 +53,28 @@ func cmdCDI(out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *stdout {
+	if stdout {
+		if out == outputJSON {
+			return writeJSON(w, s)
+		}
 		b, err := yaml.Marshal(s)
 		if err != nil {
 			return err
 		}
-		_, err = out.Write(b)
+		_, err = w.Write(b)
 		return err
 	}
-	path, err := cdispec.Write(*dir, s)
+	path, err := cdispec.Write(dir, s)
 	if err != nil {
 		return err
 	}
-	var names []string
+	names := []string{}
 	for _, d := range inv.Devices {
 		names = append(names, cdispec.Name(d.Name))
 	}
-	fmt.Fprintf(out, "wrote %s: %s\n", path, strings.Join(names, ", "))
+	if out == outputJSON {
+		return writeJSON(w, cdiReport{Path: path, Devices: names, Spec: s})
+	}
+	fmt.Fprintf(w, "wrote %s: %s\n", path, strings.Join(names, ", "))
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,8 +23,8 @@ func TestCDIGenerate(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[rdma]\nsys_root = %q\ndev_root = %q\n", tree.SysRoot, tree.DevRoot)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := cmdCDI(&out, []string{"generate", "--config", cfg, "--stdout"}); err != nil {
+	out, _, err := swiftctl(t, "cdi", "generate", "--config", cfg, "--stdout")
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf(`cdiVersion: 0.5.0
@@ -49,22 +48,21 @@ devices:
   name: rxe0
 kind: swift.io/rdma
 `, tree.DevRoot)
-	if out.String() != want {
-		t.Fatalf("--stdout printed\n%s\nwant\n%s", out.String(), want)
+	if out != want {
+		t.Fatalf("--stdout printed\n%s\nwant\n%s", out, want)
 	}
-	out.Reset()
 	cdiDir := filepath.Join(dir, "etc-cdi")
-	if err := cmdCDI(&out, []string{"generate", "--config", cfg, "--dir", cdiDir}); err != nil {
+	if out, _, err = swiftctl(t, "cdi", "generate", "--config", cfg, "--dir", cdiDir); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "wrote "+cdiDir+"/swift.io-rdma.yaml: swift.io/rdma=rxe0\n" {
+	if got := out; got != "wrote "+cdiDir+"/swift.io-rdma.yaml: swift.io/rdma=rxe0\n" {
 		t.Errorf("printed %q", got)
 	}
 	if _, err := os.Stat(filepath.Join(cdiDir, "swift.io-rdma.yaml")); err != nil {
 		t.Error(err)
 	}
 	for _, args := range [][]string{nil, {"make"}, {"generate", "extra"}, {"generate", "--bogus"}} {
-		if err := cmdCDI(&out, args); err == nil {
+		if _, _, err := swiftctl(t, append([]string{"cdi"}, args...)...); err == nil {
 			t.Errorf("cdi %q: want an error", args)
 		}
 	}
@@ -73,7 +71,7 @@ kind: swift.io/rdma
 	if err := os.WriteFile(empty, []byte(fmt.Sprintf("[rdma]\nsys_root = %q\n", filepath.Join(dir, "nothing"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = cmdCDI(&out, []string{"generate", "--config", empty, "--dir", filepath.Join(dir, "none")})
+	_, _, err = swiftctl(t, "cdi", "generate", "--config", empty, "--dir", filepath.Join(dir, "none"))
 	if err == nil || !strings.Contains(err.Error(), "no RDMA devices") {
 		t.Errorf("on a node without devices: %v", err)
 	}

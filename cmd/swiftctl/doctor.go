@@ -1,38 +1,55 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"io"
 
-	"github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
+
 	"github.com/swift-rdma/swift-containerd/doctor"
 )
 
-// cmdDoctor is `swiftctl doctor`: it prints the node report and tells
-// whether any check failed (the caller exits non-zero then).
-func cmdDoctor(ctx context.Context, w io.Writer, args []string) (failed bool, err error) {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+func newDoctorCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check this node: RDMA, limits, cgroups, node config, containerd, runc",
+		Long: `Check this node: the RDMA kernel support and devices, memlock limits,
+cgroups, the node config, the tenant policy and keyrings, the verbs cache,
+containerd and runc. Each check prints OK, WARN or FAIL with the fix; the
+command exits 1 when a check FAILs.
+
+With -o json it prints an array of {check, status, detail, fix}.`,
+		Args: noArgs,
+	}
 	n := doctor.DefaultNode()
-	asJSON := fs.Bool("json", false, "print a JSON array of {check, status, detail, fix}")
-	fs.StringVar(&n.ConfigPath, "config", n.ConfigPath, "node config")
-	fs.StringVar(&n.Containerd, "containerd", n.Containerd, "containerd binary whose version is checked (name on PATH or path)")
-	fs.StringVar(&n.Runc, "runc", n.Runc, "runc binary whose version is checked (name on PATH or path)")
-	fs.StringVar(&n.SysRoot, "sys-root", "", "root under which sys/class/... is read (default: the node config's rdma.sys_root)")
-	fs.StringVar(&n.DevRoot, "dev-root", "", "where infiniband/* device nodes are checked (default: the node config's rdma.dev_root)")
-	fs.StringVar(&n.CgroupRoot, "cgroup-root", n.CgroupRoot, "where cgroups are mounted")
-	if err := fs.Parse(args); err != nil {
-		return false, err
+	cfgPath := addConfigFlag(c, "")
+	out := addOutputFlag(c, true)
+	c.Flags().StringVar(&n.Containerd, "containerd", n.Containerd, "containerd binary whose version is checked (name on PATH or path)")
+	c.Flags().StringVar(&n.Runc, "runc", n.Runc, "runc binary whose version is checked (name on PATH or path)")
+	c.Flags().StringVar(&n.SysRoot, "sys-root", "", "root under which sys/class/... is read (default: the node config's rdma.sys_root)")
+	c.Flags().StringVar(&n.DevRoot, "dev-root", "", "where infiniband/* device nodes are checked (default: the node config's rdma.dev_root)")
+	c.Flags().StringVar(&n.CgroupRoot, "cgroup-root", n.CgroupRoot, "where cgroups are mounted")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		n.ConfigPath = configPath(*cfgPath)
+		rs := doctor.Run(cmd.Context(), n)
+		var err error
+		if *out == outputJSON {
+			err = doctor.WriteJSON(cmd.OutOrStdout(), rs)
+		} else {
+			err = doctor.WriteText(cmd.OutOrStdout(), rs)
+		}
+		if err != nil {
+			return err
+		}
+		if doctor.Failed(rs) {
+			failed := 0
+			for _, r := range rs {
+				if r.Status == doctor.Fail {
+					failed++
+				}
+			}
+			return &checkFailed{fmt.Errorf("%d check(s) failed", failed)}
+		}
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return false, fmt.Errorf("unexpected arguments %q: %w", fs.Args(), errdefs.ErrInvalidArgument)
-	}
-	rs := doctor.Run(ctx, n)
-	if *asJSON {
-		err = doctor.WriteJSON(w, rs)
-	} else {
-		err = doctor.WriteText(w, rs)
-	}
-	return doctor.Failed(rs), err
+	return c
 }

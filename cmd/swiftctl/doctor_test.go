@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
@@ -23,14 +23,21 @@ func TestDoctorCommand(t *testing.T) {
 	}
 	base := []string{"--config", filepath.Join(dir, "absent.toml"), "--sys-root", tree.SysRoot, "--dev-root", tree.DevRoot,
 		"--containerd", filepath.Join(dir, "no-containerd")}
-	var out bytes.Buffer
-	failed, err := cmdDoctor(context.Background(), &out, append(base, "--json"))
+	doctorCmd := func(args ...string) (out string, failed bool, err error) {
+		out, _, err = swiftctl(t, append([]string{"doctor"}, args...)...)
+		var cf *checkFailed
+		if errors.As(err, &cf) {
+			return out, true, nil
+		}
+		return out, false, err
+	}
+	out, failed, err := doctorCmd(append(base, "--json")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rs []struct{ Check, Status, Detail, Fix string }
-	if err := json.Unmarshal(out.Bytes(), &rs); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 	st := map[string]string{}
 	for _, r := range rs {
@@ -39,17 +46,16 @@ func TestDoctorCommand(t *testing.T) {
 	for check, want := range map[string]string{"rdma.kernel": "OK", "rdma.device/rxe0": "OK", "rdma.provider/rxe0": "OK", "rdma.cm": "OK",
 		"containerd": "FAIL", "node.config": "OK", "verbs.cache": "WARN"} {
 		if st[check] != want {
-			t.Errorf("%s = %q, want %s (%s)", check, st[check], want, out.String())
+			t.Errorf("%s = %q, want %s (%s)", check, st[check], want, out)
 		}
 	}
 	if !failed {
 		t.Error("a FAIL (containerd missing) did not make doctor fail")
 	}
-	out.Reset()
-	if _, err := cmdDoctor(context.Background(), &out, base); err != nil || !bytes.Contains(out.Bytes(), []byte("FAIL  containerd")) {
-		t.Errorf("text output (%v):\n%s", err, out.String())
+	if out, _, err := doctorCmd(base...); err != nil || !strings.Contains(out, "FAIL  containerd") {
+		t.Errorf("text output (%v):\n%s", err, out)
 	}
-	if _, err := cmdDoctor(context.Background(), &out, []string{"extra"}); err == nil {
+	if _, _, err := doctorCmd("extra"); err == nil {
 		t.Error("doctor accepted an argument")
 	}
 }

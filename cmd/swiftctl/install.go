@@ -1,57 +1,57 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"os"
 
-	"github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
+
 	"github.com/swift-rdma/swift-containerd/install"
 )
 
-// cmdInstall is `swiftctl install containerd`.
-func cmdInstall(args []string) error {
-	return installCommand(os.Stdout, "install", args)
-}
-
-// cmdUninstall is `swiftctl uninstall containerd`.
-func cmdUninstall(args []string) error {
-	return installCommand(os.Stdout, "uninstall", args)
-}
-
-func installCommand(w io.Writer, verb string, args []string) error {
-	if len(args) < 1 || args[0] != "containerd" {
-		return fmt.Errorf("usage: swiftctl %s containerd [flags] (see swiftctl %s containerd -h): %w", verb, verb, errdefs.ErrInvalidArgument)
+// newInstallCmd is `swiftctl install containerd` or `swiftctl uninstall
+// containerd` (verb).
+func newInstallCmd(verb string) *cobra.Command {
+	c := &cobra.Command{
+		Use:  "containerd",
+		Args: noArgs,
 	}
-	fs := flag.NewFlagSet(verb+" containerd", flag.ContinueOnError)
 	var o install.Options
-	fs.StringVar(&o.ConfigPath, "config", install.DefaultConfigPath, "containerd's root config")
-	fs.StringVar(&o.RuntimeName, "runtime-name", install.DefaultRuntimeName, "runtime entry name (the RuntimeClass handler)")
-	dryRun := fs.Bool("dry-run", false, "print the change as a unified diff and write nothing")
+	c.Flags().StringVar(&o.ConfigPath, "config", install.DefaultConfigPath, "containerd's root config")
+	c.Flags().StringVar(&o.RuntimeName, "runtime-name", install.DefaultRuntimeName, "runtime entry name (the RuntimeClass handler)")
+	dryRun := c.Flags().Bool("dry-run", false, "print the change as a unified diff and write nothing")
+	group := "Add the swift runtime to containerd's config"
 	if verb == "install" {
-		fs.StringVar(&o.SwiftConfig, "swift-config", install.DefaultSwiftConfig, "node config path the runtime entry passes to the shim (SwiftConfig)")
-		fs.StringVar(&o.BinaryName, "runc", install.DefaultBinaryName, "runc binary of the runtime entry (BinaryName)")
-		fs.BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "runc's SystemdCgroup option of the runtime entry")
-		fs.IntVar(&o.Version, "version", 0, "expected containerd config version (2: containerd 1.7; 3 or 4: containerd 2.x); creates a missing root config")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: %w", fs.Args(), errdefs.ErrInvalidArgument)
-	}
-	var plan *install.Plan
-	var err error
-	if verb == "install" {
-		plan, err = install.PlanInstall(o)
+		c.Short = "Add the swift runtime to containerd's config (a conf.d drop-in)"
+		c.Long = `Add the swift runtime to containerd's config: a drop-in in the conf.d
+directory next to containerd's root config, imported from it. --dry-run
+prints the change as a unified diff and writes nothing. Restart containerd
+to apply it.`
+		c.Flags().StringVar(&o.SwiftConfig, "swift-config", install.DefaultSwiftConfig, "node config path the runtime entry passes to the shim (SwiftConfig)")
+		c.Flags().StringVar(&o.BinaryName, "runc", install.DefaultBinaryName, "runc binary of the runtime entry (BinaryName)")
+		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "runc's SystemdCgroup option of the runtime entry")
+		c.Flags().IntVar(&o.Version, "version", 0, "expected containerd config version (2: containerd 1.7; 3 or 4: containerd 2.x); creates a missing root config")
 	} else {
-		plan, err = install.PlanUninstall(o)
+		group = "Remove the swift runtime from containerd's config"
+		c.Short = "Remove what install containerd added to containerd's config"
+		c.Long = `Remove what "swiftctl install containerd" added: the drop-in and its import,
+restoring containerd's config. --dry-run prints the change as a unified
+diff and writes nothing.`
 	}
-	if err != nil {
-		return err
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		var plan *install.Plan
+		var err error
+		if verb == "install" {
+			plan, err = install.PlanInstall(o)
+		} else {
+			plan, err = install.PlanUninstall(o)
+		}
+		if err != nil {
+			return err
+		}
+		return reportPlan(cmd.OutOrStdout(), verb, o, plan, *dryRun)
 	}
-	return reportPlan(w, verb, o, plan, *dryRun)
+	return newGroupCmd(verb, group, "", c)
 }
 
 func reportPlan(w io.Writer, verb string, o install.Options, plan *install.Plan, dryRun bool) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,16 +35,16 @@ func TestInstallCommand(t *testing.T) {
 		{"uninstall", nil, []string{"runtime \"swift\" is not installed: nothing changed"}, false},
 	}
 	for i, s := range steps {
-		var out bytes.Buffer
 		args := append([]string{"containerd", "--config", root}, s.args...)
-		if err := installCommand(&out, s.verb, args); err != nil {
+		out, _, err := swiftctl(t, append([]string{s.verb}, args...)...)
+		if err != nil {
 			t.Fatalf("step %d: %s %q: %v", i, s.verb, args, err)
 		}
-		rest := out.String()
+		rest := out
 		for _, f := range s.out {
 			j := strings.Index(rest, f)
 			if j < 0 {
-				t.Fatalf("step %d: %s %q: output lacks %q (in order):\n%s", i, s.verb, args, f, out.String())
+				t.Fatalf("step %d: %s %q: output lacks %q (in order):\n%s", i, s.verb, args, f, out)
 			}
 			rest = rest[j+len(f):]
 		}
@@ -71,9 +70,9 @@ func TestInstallCommandErrors(t *testing.T) {
 		{"install", []string{"containerd", "--config", filepath.Join(dir, "none.toml"), "extra"}, errdefs.ErrInvalidArgument},
 		{"uninstall", []string{"containerd", "--version", "3"}, nil}, // flag only install has
 	} {
-		err := installCommand(&bytes.Buffer{}, tc.verb, tc.args)
+		_, _, err := swiftctl(t, append([]string{tc.verb}, tc.args...)...)
 		if tc.err == nil {
-			if err == nil || !strings.Contains(err.Error(), "flag provided but not defined") {
+			if code, _ := classify(err); err == nil || !strings.Contains(err.Error(), "unknown flag: --version") || code != exitUsage {
 				t.Errorf("%s %q: err = %v, want an unknown flag", tc.verb, tc.args, err)
 			}
 			continue

@@ -2,64 +2,67 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/swift-rdma/swift-containerd/keys"
 )
 
-const keysUsage = `usage: swiftctl keys gen [--id ID] [--force] FILE
-       swiftctl keys rotate [--id ID] [--keep N] FILE
-       swiftctl keys show FILE
-
-A tenant keyring: the keys with which the tenant's zygotes on every node
+const keysLong = `A tenant keyring: the keys with which the tenant's zygotes on every node
 authenticate each other. Give every node the same file (see the README).
   gen     write a new ring with one random key (refuses to overwrite without --force)
   rotate  put a new key first (the one zygotes dial with) and keep at most N (default 2)
-  show    print each key's id and fingerprint (never the key), the dialing one first
-`
+  show    print each key's id and fingerprint (never the key), the dialing one first`
 
-func cmdKeys(w io.Writer, args []string) error {
-	if len(args) < 1 {
-		fmt.Fprint(os.Stderr, keysUsage)
-		return errors.New("keys: missing subcommand")
+func newKeysCmd() *cobra.Command {
+	gen := &cobra.Command{
+		Use:   "gen FILE",
+		Short: "Write a new keyring with one random key",
+		Long: `Write a new keyring FILE (mode 0400) with one random key, and show it.
+An existing FILE is kept unless --force: rotate it instead.`,
+		Args: argsRange(1, 1),
 	}
-	fl := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
-	id := fl.String("id", "", "key id (default: the date and time)")
-	force := fl.Bool("force", false, "gen: overwrite an existing file")
-	keep := fl.Int("keep", 2, "rotate: keys to keep, the new one included")
-	if err := fl.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fl.NArg() != 1 {
-		fmt.Fprint(os.Stderr, keysUsage)
-		return fmt.Errorf("keys %s: want one FILE", args[0])
-	}
-	path := fl.Arg(0)
-	switch args[0] {
-	case "gen":
+	genID := gen.Flags().String("id", "", "key id (default: the date and time)")
+	force := gen.Flags().Bool("force", false, "overwrite an existing file")
+	genOut := addOutputFlag(gen, false)
+	gen.RunE = func(cmd *cobra.Command, args []string) error {
+		path := args[0]
 		if _, err := os.Stat(path); err == nil && !*force {
 			return fmt.Errorf("keys gen: %s exists (rotate it, or --force to replace it)", path)
-		} else if err != nil && !errors.Is(err, errNotExist) {
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("keys gen: %w", err)
 		}
-		k, err := keys.New(*id)
+		k, err := keys.New(*genID)
 		if err != nil {
 			return err
 		}
 		if err := keys.Write(path, keys.Ring{k}); err != nil {
 			return fmt.Errorf("keys gen: %w", err)
 		}
-		return show(w, path)
-	case "rotate":
+		return show(cmd.OutOrStdout(), path, *genOut)
+	}
+
+	rotate := &cobra.Command{
+		Use:   "rotate FILE",
+		Short: "Put a new key first in a keyring and keep at most N",
+		Long: `Put a new key first in the keyring FILE (the key zygotes dial with; the
+others are still accepted), keep at most --keep keys, and show the ring.`,
+		Args: argsRange(1, 1),
+	}
+	rotID := rotate.Flags().String("id", "", "key id (default: the date and time)")
+	keep := rotate.Flags().Int("keep", 2, "keys to keep, the new one included")
+	rotOut := addOutputFlag(rotate, false)
+	rotate.RunE = func(cmd *cobra.Command, args []string) error {
+		path := args[0]
 		r, err := keys.Read(path)
 		if err != nil {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
-		k, err := keys.New(*id)
+		k, err := keys.New(*rotID)
 		if err != nil {
 			return err
 		}
@@ -69,20 +72,48 @@ func cmdKeys(w io.Writer, args []string) error {
 		if err := keys.Write(path, r); err != nil {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
-		return show(w, path)
-	case "show":
-		return show(w, path)
+		return show(cmd.OutOrStdout(), path, *rotOut)
 	}
-	fmt.Fprint(os.Stderr, keysUsage)
-	return fmt.Errorf("keys: unknown subcommand %q", args[0])
+
+	showCmd := &cobra.Command{
+		Use:   "show FILE",
+		Short: "Print each key's id and fingerprint (never the key)",
+		Long: `Print each key of the keyring FILE: its id, its fingerprint (the first 16
+hex digits of its SHA-256; never the key) and its role, the dialing key first.`,
+		Args: argsRange(1, 1),
+	}
+	showOut := addOutputFlag(showCmd, false)
+	showCmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return show(cmd.OutOrStdout(), args[0], *showOut)
+	}
+	return newGroupCmd("keys", "Manage tenant keyrings for the zygotes of every node", keysLong, gen, rotate, showCmd)
 }
 
-var errNotExist = fs.ErrNotExist
+// keyInfo is one key in `keys show -o json`: never the key itself.
+type keyInfo struct {
+	ID          string `json:"id"`
+	Fingerprint string `json:"fingerprint"`
+	// Dial marks the key zygotes dial with (the first); all are accepted.
+	Dial bool `json:"dial"`
+}
 
-func show(w io.Writer, path string) error {
+// keyringReport is `keys show -o json`.
+type keyringReport struct {
+	File string    `json:"file"`
+	Keys []keyInfo `json:"keys"`
+}
+
+func show(w io.Writer, path string, out outputFormat) error {
 	r, err := keys.Read(path)
 	if err != nil {
 		return err
+	}
+	if out == outputJSON {
+		rep := keyringReport{File: path, Keys: []keyInfo{}}
+		for i, k := range r {
+			rep.Keys = append(rep.Keys, keyInfo{ID: k.ID, Fingerprint: k.Fingerprint(), Dial: i == 0})
+		}
+		return writeJSON(w, rep)
 	}
 	for i, k := range r {
 		role := "accepted"

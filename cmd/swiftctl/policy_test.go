@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,10 +15,22 @@ import (
 	"github.com/swift-rdma/swift-containerd/ledger"
 )
 
+// policyCmd and poolsCmd run `swiftctl policy ARGS...` and `swiftctl
+// pools ARGS...`, appending what they printed to stdout and stderr.
+func policyCmd(stdout, stderr *bytes.Buffer, args ...string) error {
+	_, err := run(context.Background(), append([]string{"policy"}, args...), stdout, stderr)
+	return err
+}
+
+func poolsCmd(stdout, stderr *bytes.Buffer, args ...string) error {
+	_, err := run(context.Background(), append([]string{"pools"}, args...), stdout, stderr)
+	return err
+}
+
 func TestPolicyCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	example := filepath.Join("..", "..", "examples", "policy.toml")
-	if err := policyCommand(&out, &errOut, []string{"check", example}); err != nil {
+	if err := policyCmd(&out, &errOut, "check", example); err != nil {
 		t.Fatalf("check example: %v\n%s", err, errOut.String())
 	}
 	for _, want := range []string{example + ": ok, 2 tenant(s)", "local callers without swift.io/tenant: ops",
@@ -34,7 +47,7 @@ func TestPolicyCheck(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	err := policyCommand(&out, &errOut, []string{"check", bad})
+	err := policyCmd(&out, &errOut, "check", bad)
 	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "2 problem(s)") {
 		t.Fatalf("check bad = %v", err)
 	}
@@ -54,21 +67,21 @@ func TestPolicyCheck(t *testing.T) {
 	}
 	t.Setenv("SWIFT_POLICY", "")
 	out.Reset()
-	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), missing) {
+	if err := policyCmd(&out, &errOut, "check", "--config", cfg); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("check (configured, missing) = %v, %q", err, out.String())
 	}
 	if err := os.WriteFile(cfg, []byte("policy_path = \"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := policyCommand(&out, &errOut, []string{"check", "--config", cfg}); err != nil ||
+	if err := policyCmd(&out, &errOut, "check", "--config", cfg); err != nil ||
 		out.String() != "policy_path = \"\": no tenant policy is enforced: every container gets the open tenant \"default\" or the one it names\n" {
 		t.Errorf("check (no policy) = %v, %q", err, out.String())
 	}
-	if err := policyCommand(&out, &errOut, []string{"check", filepath.Join(dir, "absent.toml")}); err == nil {
+	if err := policyCmd(&out, &errOut, "check", filepath.Join(dir, "absent.toml")); err == nil {
 		t.Error("check of a named missing file succeeded")
 	}
-	if err := policyCommand(&out, &errOut, []string{"lint"}); !errdefs.IsInvalidArgument(err) {
+	if err := policyCmd(&out, &errOut, "lint"); !errdefs.IsInvalidArgument(err) {
 		t.Errorf("policy lint = %v", err)
 	}
 }
@@ -86,7 +99,7 @@ func TestPools(t *testing.T) {
 	}
 	t.Setenv("SWIFT_POLICY", "")
 	var out, errOut bytes.Buffer
-	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg}); err != nil || !strings.Contains(out.String(), "a       0           0/10") {
+	if err := poolsCmd(&out, &errOut, "ls", "--config", cfg); err != nil || !strings.Contains(out.String(), "a       0           0/10") {
 		t.Fatalf("ls (empty) = %v\n%s", err, out.String())
 	}
 	if _, err := os.Stat(state); err == nil {
@@ -104,39 +117,39 @@ func TestPools(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg, "--json"}); err != nil {
+	if err := poolsCmd(&out, &errOut, "ls", "--config", cfg, "--json"); err != nil {
 		t.Fatal(err)
 	}
 	var got PoolsListing
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(got.Tenants) != 2 || got.Tenants[0].Usage.QPs != 4 || got.Tenants[0].Quota.QPs != 10 || len(got.Leases) != 2 ||
+	if len(got.Tenants) != 2 || got.Tenants[0].Usage.QPs != 4 || got.Tenants[0].Quota.QPs == nil || *got.Tenants[0].Quota.QPs != 10 || len(got.Leases) != 2 ||
 		!got.Leases[0].Alive || got.Leases[1].Alive {
 		t.Fatalf("ls --json = %+v", got)
 	}
 	out.Reset()
-	if err := poolsCommand(&out, &errOut, []string{"ls", "--config", cfg, "--leases"}); err != nil ||
+	if err := poolsCmd(&out, &errOut, "ls", "--config", cfg, "--leases"); err != nil ||
 		!strings.Contains(out.String(), "4/10") || !strings.Contains(out.String(), "n/c1") || !strings.Contains(out.String(), "gone") {
 		t.Fatalf("ls --leases = %v\n%s", err, out.String())
 	}
 	out.Reset()
-	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg, "--dry-run"}); err != nil || !strings.Contains(out.String(), "would reclaim n/c1 (tenant a") {
+	if err := poolsCmd(&out, &errOut, "gc", "--config", cfg, "--dry-run"); err != nil || !strings.Contains(out.String(), "would reclaim n/c1 (tenant a") {
 		t.Fatalf("gc --dry-run = %v\n%s", err, out.String())
 	}
 	out.Reset()
-	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg}); err != nil || !strings.Contains(out.String(), "reclaimed n/c1 (tenant a") {
+	if err := poolsCmd(&out, &errOut, "gc", "--config", cfg); err != nil || !strings.Contains(out.String(), "reclaimed n/c1 (tenant a") {
 		t.Fatalf("gc = %v\n%s", err, out.String())
 	}
 	out.Reset()
-	if err := poolsCommand(&out, &errOut, []string{"gc", "--config", cfg}); err != nil || !strings.Contains(out.String(), "nothing to reclaim") {
+	if err := poolsCmd(&out, &errOut, "gc", "--config", cfg); err != nil || !strings.Contains(out.String(), "nothing to reclaim") {
 		t.Fatalf("second gc = %v\n%s", err, out.String())
 	}
 	if ls, _ := l.List(); len(ls) != 1 || ls[0].ID != "c0" {
 		t.Fatalf("ledger after gc: %+v", ls)
 	}
 	for _, bad := range [][]string{{}, {"rm"}, {"ls", "extra"}, {"gc", "--json"}} {
-		if err := poolsCommand(&out, &errOut, bad); err == nil {
+		if err := poolsCmd(&out, &errOut, bad...); err == nil {
 			t.Errorf("pools %q succeeded", bad)
 		}
 	}
@@ -153,7 +166,7 @@ func TestPolicyCheckOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if err := policyCommand(&out, &errOut, []string{"check", pol}); err != nil {
+	if err := policyCmd(&out, &errOut, "check", pol); err != nil {
 		t.Fatal(err)
 	}
 	want := "pods by namespace (a namespace belongs to one tenant: an exact name beats a pattern, a longer prefix a shorter one;\n" +

@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"github.com/spf13/cobra"
 
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/ledger"
@@ -25,29 +29,64 @@ const (
 	defaultContainerdState   = "/run/containerd"
 )
 
+func newRepairCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "repair",
+		Short: "Rebuild a corrupt ledger from the containers containerd has",
+		Long: `Rebuild the node's lease ledger from the containers that exist (containerd
+says which): the leases it can still read, and the copies shims keep in the
+bundles of running containers. It says what it kept and dropped, and keeps
+the old file beside the new one. containerd's socket must answer first.`,
+		Args: noArgs,
+	}
+	cfgPath := addConfigFlag(c, "its state_dir holds the ledger")
+	address := c.Flags().String("address", defaultContainerdAddress, "containerd's socket")
+	state := c.Flags().String("state", defaultContainerdState, "containerd's state directory (the bundles of running containers)")
+	dryRun := c.Flags().Bool("dry-run", false, "say what would be kept and dropped, change nothing")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		// before anything else: without containerd there is nothing to rebuild from
+		if err := checkSocket(*address, socketTimeout); err != nil {
+			return err
+		}
+		return poolsRepair(cmd.OutOrStdout(), configPath(*cfgPath), *address, *state, *dryRun)
+	}
+	return c
+}
+
+// socketTimeout bounds the dial that checks containerd's socket.
+const socketTimeout = 2 * time.Second
+
+// checkSocket fails at once, naming the path, unless address is a unix
+// socket that accepts a connection within timeout.
+func checkSocket(address string, timeout time.Duration) error {
+	path := strings.TrimPrefix(address, "unix://")
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("containerd's socket %s does not exist (is containerd running? --address names its socket): %w", path, errdefs.ErrUnavailable)
+	case err != nil:
+		return fmt.Errorf("containerd's socket %s: %v: %w", path, err, errdefs.ErrUnavailable)
+	case st.Mode().Type() != fs.ModeSocket:
+		return fmt.Errorf("%s is not a socket (--address names containerd's socket, e.g. %s): %w", path, defaultContainerdAddress, errdefs.ErrInvalidArgument)
+	}
+	conn, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		return fmt.Errorf("containerd's socket %s does not answer (is containerd running?): %v: %w", path, err, errdefs.ErrUnavailable)
+	}
+	return conn.Close()
+}
+
 // poolsRepair is `swiftctl pools repair`: it rebuilds the ledger from the
 // containers that exist (containerd says which) — the leases it can still
 // read, and the copies shims keep in the bundles of running containers —
 // and says what it dropped. The old file is kept beside the new one.
-func poolsRepair(stdout, stderr io.Writer, args []string) error {
-	fs := flag.NewFlagSet("pools repair", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", config.PathFromEnv(), "node config (its state_dir holds the ledger)")
-	address := fs.String("address", defaultContainerdAddress, "containerd's socket")
-	state := fs.String("state", defaultContainerdState, "containerd's state directory (the bundles of running containers)")
-	dryRun := fs.Bool("dry-run", false, "say what would be kept and dropped, change nothing")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("usage: swiftctl pools repair [--config FILE] [--address SOCKET] [--state DIR] [--dry-run]: %w", errdefs.ErrInvalidArgument)
-	}
-	cfg, err := config.Load(*cfgPath)
+func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool) error {
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
 	}
 	l := ledger.New(cfg.StateDir)
-	exist, err := containersOf(*address)
+	exist, err := containersOf(address)
 	if err != nil {
 		return err
 	}
@@ -56,7 +95,7 @@ func poolsRepair(stdout, stderr io.Writer, args []string) error {
 	// under the ledger's lock from the salvage to the rebuild: no Create
 	// takes a lease in between
 	err = l.Repair(func(salvaged []ledger.Lease, problems []string) ([]ledger.Lease, bool, error) {
-		bundled, bproblems := bundleLeases(*state)
+		bundled, bproblems := bundleLeases(state)
 		problems = append(problems, bproblems...)
 		kept = map[string]ledger.Lease{}
 		var out []string
@@ -86,7 +125,7 @@ func poolsRepair(stdout, stderr io.Writer, args []string) error {
 			fmt.Fprintf(stdout, "%s is sound: %d lease(s), nothing to repair\n", l.Path, len(kept))
 			return nil, false, nil
 		}
-		if *dryRun {
+		if dryRun {
 			fmt.Fprintf(stdout, "would rebuild %s with %d lease(s)\n", l.Path, len(kept))
 			return nil, false, nil
 		}
