@@ -15,7 +15,7 @@ import (
 // checkVerbs asserts the facts of the verbs cache scenarios; vm_test.go's
 // checkScenario calls it for ScenarioVerbs, ScenarioVerbsInvalidate and
 // ScenarioVerbsBench (after it has checked the scenario's status).
-func checkVerbs(t *testing.T, f map[string]string, dir, name string) {
+func checkVerbs(t *testing.T, f map[string]string, dir, name string, benchRuns int) {
 	t.Helper()
 	want := func(key, val string) {
 		t.Helper()
@@ -123,8 +123,8 @@ func checkVerbs(t *testing.T, f map[string]string, dir, name string) {
 		want("removed_log", "1")
 	case ScenarioVerbsBench:
 		runs, _ := strconv.Atoi(f["runs"])
-		if runs < 10 {
-			t.Errorf("%s: %d runs, want at least 10", name, runs)
+		if runs != benchRuns {
+			t.Errorf("%s: %d runs, want %d (SWIFT_VM_BENCH_RUNS)", name, runs, benchRuns)
 		}
 		atLeast("stock_n", float64(runs))
 		atLeast("cached_n", float64(runs))

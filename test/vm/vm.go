@@ -32,6 +32,9 @@ const (
 	ScenarioZygote          = "zygote"
 	ScenarioForkBench       = "fork-bench"
 	ScenarioDemo            = "demo"
+	// ScenarioDemoHang is the demo with a step made to hang: it must FAIL
+	// within that step's own bound, naming the step.
+	ScenarioDemoHang = "demo-hang"
 	ScenarioDoctor          = "doctor"
 	ScenarioPolicy          = "policy"
 	ScenarioQPLimit         = "qp-limit"
@@ -70,12 +73,17 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
-	ScenarioAlloc, ScenarioCNI,
+	ScenarioAlloc, ScenarioCNI, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 
-// BenchScenarios are run by `make bench`, not by the test batch.
+// BenchScenarios are what `make bench` runs with full counts; `make test`
+// runs them too, with a few runs each (SWIFT_VM_BENCH_RUNS), and the demo
+// through `make demo` itself.
 var BenchScenarios = []string{ScenarioForkBench, ScenarioVerbsBench, ScenarioDemo, ScenarioXBench}
+
+// DefaultBenchRuns is the run count of each mode in a benchmark scenario.
+const DefaultBenchRuns = 30
 
 // NeedsContainerd reports whether a scenario runs containers (and so needs
 // containerd, runc and the Swift shim).
@@ -111,12 +119,14 @@ type Config struct {
 	RDMALimit       int    // hca_object limit for the rdma-limit scenario
 	Keep            bool   // keep the run directory
 	Probe           string // script the probe scenario runs
+	BenchRuns       int    // runs of each mode in the benchmark scenarios
 }
 
 // ConfigFromEnv returns the configuration for the repository at repo,
 // overridden by the environment:
 //
-//	SWIFT_VM_SCENARIOS         comma/space separated scenarios (default: all)
+//	SWIFT_VM_SCENARIOS         comma/space separated scenarios; "default" is
+//	                           the test batch (AllScenarios), also the default
 //	SWIFT_VM_BROKEN            1 adds a scenario that exits non-zero; hang adds
 //	                           one that hangs until the scenario timeout
 //	SWIFT_VM_TIMEOUT           whole-VM timeout (default 20m)
@@ -135,6 +145,9 @@ type Config struct {
 //	SWIFT_VM_RDMA_LIMIT        hca_object limit tested by rdma-limit (default 5)
 //	SWIFT_VM_KEEP              1 keeps the run directory (console log, results)
 //	SWIFT_VM_PROBE             script the probe scenario runs in the guest
+//	SWIFT_VM_BENCH_RUNS        runs of each mode in fork-bench, verbs-bench and
+//	                           x-bench (default 30; `make test` runs them with 3,
+//	                           so that none of them can break unseen)
 func ConfigFromEnv(repo string) (Config, error) {
 	c := Config{
 		Repo:            repo,
@@ -154,10 +167,15 @@ func ConfigFromEnv(repo string) (Config, error) {
 		RDMALimit:       5,
 		Keep:            os.Getenv("SWIFT_VM_KEEP") == "1",
 		Probe:           os.Getenv("SWIFT_VM_PROBE"),
+		BenchRuns:       DefaultBenchRuns,
 	}
 	if s := os.Getenv("SWIFT_VM_SCENARIOS"); s != "" {
 		c.Scenarios = nil
 		for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+			if f == "default" {
+				c.Scenarios = append(c.Scenarios, AllScenarios...)
+				continue
+			}
 			if !knownScenario(f) {
 				return c, fmt.Errorf("SWIFT_VM_SCENARIOS: unknown scenario %q (known: %s, %s)",
 					f, strings.Join(AllScenarios, ", "), ScenarioBroken)
@@ -200,6 +218,9 @@ func ConfigFromEnv(repo string) (Config, error) {
 		return c, err
 	}
 	if c.RDMALimit, err = envInt("SWIFT_VM_RDMA_LIMIT", c.RDMALimit); err != nil {
+		return c, err
+	}
+	if c.BenchRuns, err = envInt("SWIFT_VM_BENCH_RUNS", c.BenchRuns); err != nil {
 		return c, err
 	}
 	switch c.Accel {
@@ -529,10 +550,17 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		"SWIFTVM_PROBE":            c.Probe,
 		"SWIFTVM_CRICTL_DIR":       crictlDir,
 		"SWIFTVM_CNI_DIR":          cniDir,
+		"SWIFTVM_BENCH_RUNS":       strconv.Itoa(c.BenchRuns),
+		"SWIFTVM_VERBS_RUNS":       strconv.Itoa(c.BenchRuns),
+		// x-bench's message counts scale with the run count (2,000
+		// round trips and 20,000 messages at the default 30)
+		"SWIFTVM_BENCH_LAT": strconv.Itoa(max(100, 2000*c.BenchRuns/DefaultBenchRuns)),
+		"SWIFTVM_BENCH_BW":  strconv.Itoa(max(1000, 20000*c.BenchRuns/DefaultBenchRuns)),
 	}
 	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
 		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE",
-		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR"}
+		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR", "SWIFTVM_BENCH_RUNS", "SWIFTVM_VERBS_RUNS", "SWIFTVM_BENCH_LAT",
+		"SWIFTVM_BENCH_BW"}
 	extraKeys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		env[k] = v

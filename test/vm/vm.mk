@@ -2,7 +2,8 @@
 # Makefile. Targets:
 #   vm-deps  fetch the Debian 6.1 kernel and build the guest initramfs
 #            (cached under $(VM_CACHE); the test also does this lazily)
-#   test-vm  build, then boot the guest once and run every VM scenario
+#   test-vm  build, then boot the guest (and the pair) once and run every VM
+#            scenario, the benchmark ones with VM_SMOKE_RUNS runs
 # Variables (environment or make command line):
 #   VM_CACHE         guest cache (default /var/cache/swift-build/vm)
 #   VM_TEST_TIMEOUT  go test -timeout (default 40m)
@@ -18,5 +19,13 @@ VM_GO ?= $(if $(GO),$(GO),go)
 vm-deps:
 	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_MK_DIR)/guest/build.sh
 
+# The test batch, then every benchmark scenario with a few runs each, so
+# that none of them breaks unseen (`make bench` runs the full counts); their
+# figures go to $(VM_SMOKE_OUT).
+VM_SMOKE_RUNS ?= 3
+VM_SMOKE_OUT ?= $(CURDIR)/out/bench-smoke.json
 test-vm: build
-	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_GO) test -count=1 -tags e2e -v -timeout $(VM_TEST_TIMEOUT) ./test/vm
+	@mkdir -p $(dir $(VM_SMOKE_OUT)) && rm -f $(VM_SMOKE_OUT)
+	SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_VM_SCENARIOS=$${SWIFT_VM_SCENARIOS:-default,fork-bench,verbs-bench,x-bench} \
+		SWIFT_VM_BENCH_RUNS=$(VM_SMOKE_RUNS) SWIFT_BENCH_OUT=$(VM_SMOKE_OUT) \
+		$(VM_GO) test -count=1 -tags e2e -v -timeout $(VM_TEST_TIMEOUT) ./test/vm

@@ -186,6 +186,10 @@ func checkScenario(t *testing.T, cfg Config, r *Run, name string) {
 // checkResult asserts a scenario's result (of one guest or a pair, whose
 // results are in dir) and facts.
 func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail func(int) string, name string) {
+	if name == ScenarioDemoHang {
+		checkDemoHang(t, cfg, res)
+		return
+	}
 	switch res.Status {
 	case "PASS":
 		t.Logf("%s: PASS in %.1fs", name, res.Seconds)
@@ -425,9 +429,10 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		}
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
-		if runs < 30 {
-			t.Errorf("%s: %d runs, want at least 30", name, runs)
+		if runs != cfg.BenchRuns {
+			t.Errorf("%s: %d runs, want %d (SWIFT_VM_BENCH_RUNS)", name, runs, cfg.BenchRuns)
 		}
+		want("errors", "0") // every run gave a time
 		vals := map[string]float64{}
 		want("warm_cache", "1")     // swift-warm-dyn ran on a valid verbs cache
 		want("pooled_newdest", "0") // every pooled request got a pool QP
@@ -590,7 +595,7 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 				f["intruder_exit_127.0.0.1"], f["intruder_exit_10.0.2.15"])
 		}
 	case ScenarioVerbs, ScenarioVerbsInvalidate, ScenarioVerbsBench:
-		checkVerbs(t, f, dir, name)
+		checkVerbs(t, f, dir, name, cfg.BenchRuns)
 	case ScenarioDemo:
 		want("verified", "1000")
 		if b, err := os.ReadFile(res.LogPath); err == nil {
@@ -693,4 +698,36 @@ func checkHostile(t *testing.T, f map[string]string) {
 	t.Logf("hostile: under 16 slow and 16 silent clients, status answered in at most %s us, a fork in %s us; "+
 		"1,000 forks: fds/objects/rss (KiB) %s -> %s", f["attack_status_max_us"], f["attack_fork_max_us"],
 		f["steady_before"], f["steady_after"])
+}
+
+// checkDemoHang asserts that the demo with a step made to hang failed
+// within that step's bound (15 s), long before the scenario's own timeout,
+// and that the last lines of its log name the step and show the zygote's
+// status and log.
+func checkDemoHang(t *testing.T, cfg Config, res Result) {
+	if res.Status != "FAIL" || res.TimedOut {
+		t.Fatalf("%s: %s (timed out in the guest: %v), want FAIL from the step's own bound; log tail:\n%s",
+			ScenarioDemoHang, res.Status, res.TimedOut, res.LogTail(25))
+	}
+	if limit := 120.0; res.Seconds > limit {
+		t.Errorf("%s: failed after %.1fs, want within %.0fs (a 15 s step after the zygotes connect)",
+			ScenarioDemoHang, res.Seconds, limit)
+	}
+	tail := res.LogTail(40)
+	for _, w := range []string{
+		"TIMEOUT: step 'a step made to hang on purpose (it reads a FIFO no one writes)'",
+		"--- zygote status of da",
+		"zygote da tenant demo",
+		"--- tail of da.out (its log)",
+		"FAIL: step 'a step made to hang on purpose (it reads a FIFO no one writes)' timed out after 15 s",
+	} {
+		if !strings.Contains(tail, w) {
+			t.Errorf("%s: the log's last lines lack %q; tail:\n%s", ScenarioDemoHang, w, tail)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(tail), "\n")
+	if last, want := lines[len(lines)-1],
+		"FAIL: step 'a step made to hang on purpose (it reads a FIFO no one writes)' timed out after 15 s"; last != want {
+		t.Errorf("%s: the log's last line is %q, want %q", ScenarioDemoHang, last, want)
+	}
 }

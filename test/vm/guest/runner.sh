@@ -231,8 +231,14 @@ for s in $SWIFTVM_SCENARIOS; do
 	# Every scenario starts from the default node config, even if the one
 	# before it died while it had rewritten it.
 	[ -f "$W/swift.default.toml" ] && cp "$W/swift.default.toml" "$W/swift.toml"
+	rm -f "$W/step-failed"
 	timeout -k 10 "$timeout_s" /bin/sh "$G/scenarios.sh" "$s" >"$R/$s.log" 2>&1 </dev/null
 	rc=$?
+	# a step that timed out is named on the log's last line
+	if [ -f "$W/step-failed" ]; then
+		cat "$W/step-failed" >>"$R/$s.log"
+		rm -f "$W/step-failed"
+	fi
 	t1=$(date +%s.%N)
 	secs=$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')
 	timed_out=false
@@ -247,6 +253,16 @@ for s in $SWIFTVM_SCENARIOS; do
 	say "RESULT $s $status rc=$rc seconds=$secs"
 	if [ $status = FAIL ]; then
 		tail -n 15 "$R/$s.log" | sed "s/^/SWIFTVM-LOG $s: /" >/dev/console
+		# a scenario that failed midway leaves nothing to the next one
+		if [ -n "$CTR_PID" ]; then
+			c="$SWIFTVM_CONTAINERD_DIR/ctr --address $W/containerd.sock -n swiftvm"
+			for id in $($c task ls -q 2>/dev/null); do
+				$c task kill -a -s SIGKILL "$id" >/dev/null 2>&1
+			done
+			sleep 1
+			for id in $($c task ls -q 2>/dev/null); do $c task delete -f "$id" >/dev/null 2>&1; done
+			for id in $($c container ls -q 2>/dev/null); do $c container delete "$id" >/dev/null 2>&1; done
+		fi
 	fi
 done
 

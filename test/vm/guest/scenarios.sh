@@ -36,6 +36,8 @@
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
 #                      and fork-start timings, as lines starting "DEMO "
+#   demo-hang          the demo with a step made to hang: it fails within
+#                      that step's own bound, naming the step
 #   hostile            functions and clients that attack the zygote: a sibling's
 #                      /proc, memory, slice and the tenant key refused to a
 #                      function; fds closed, uverbs, signals to PID 1, shared
@@ -60,7 +62,7 @@ CD_STATE=/run/swiftvm/containerd
 
 log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
 fail() {
-	echo "FAIL: $*"
+	echo "FAIL: $* (step: $STEP)"
 	exit 1
 }
 fact() { echo "$1=$2" >>"$R/$name.facts"; }
@@ -370,12 +372,83 @@ zrun() {
 		--rootfs "$rf" "$1" /bin/sleep 3600 || fail "ctr run $1 failed"
 }
 
-# zexec ID ARGS...: run a command in container ID (a fresh exec id each
-# time, also from subshells and background jobs).
+# Nothing in a scenario waits without a bound. step NAME names what the
+# scenario does next; every exec in a container (zexec, zexec_t, vexec)
+# runs under bounded, and one that has not ended in its time fails the
+# scenario at once: the last lines of its log name the step, after the
+# zygote's status and log.
+STEP="start"
+step() {
+	STEP=$*
+	log "step: $*"
+}
+
+# bounded SECS ID CMD...: run CMD (ID: the container it concerns, or -);
+# its exit status, or the scenario fails when SECS pass first.
+bounded() {
+	local secs=$1 bid=$2 bpid n=0
+	shift 2
+	"$@" &
+	bpid=$!
+	while kill -0 "$bpid" 2>/dev/null; do
+		if [ $n -ge $((secs * 5 + 15)) ]; then
+			step_timed_out "$secs" "$bid" "$bpid" "$*"
+		fi
+		# prompt for short commands, cheap for long ones
+		if [ $n -lt 20 ]; then sleep 0.05; else sleep 0.2; fi
+		n=$((n + 1))
+	done
+	wait "$bpid"
+}
+
+# step_timed_out SECS ID PID WHAT: what a person needs to see, then the
+# scenario ends (the main shell is killed even from a command substitution).
+step_timed_out() {
+	{
+		echo "TIMEOUT: step '$STEP': '$4' did not end within $1 s"
+		if [ "$2" != - ]; then
+			echo "--- zygote status of $2 (at most 10 s)"
+			ctr_ task exec --exec-id "t$(cut -c1-13 /proc/sys/kernel/random/uuid)" "$2" \
+				/.swift/bin/swift-run --status 2>&1 &
+			sp=$!
+			i=0
+			while kill -0 "$sp" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+			kill -9 "$sp" 2>/dev/null && echo "(no answer)"
+			echo "--- tail of $2.out (its log)"
+			tail -n 30 "$W/$2.out" 2>/dev/null
+		fi
+		echo "--- tasks"
+		ctr_ task ls
+		# the command and its children (a function runs in a subshell)
+		for c in $(grep -l "^PPid:[[:space:]]*$3\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do
+			kill -9 "$c" 2>/dev/null
+		done
+		kill -9 "$3" 2>/dev/null
+		# the exec's processes hold its output open: end the container
+		[ "$2" != - ] && ctr_ task kill -a -s SIGKILL "$2" 2>/dev/null
+		echo "FAIL: step '$STEP' timed out after $1 s"
+	} >&2
+	# the runner puts this last in the log, after whatever the dying
+	# scenario's processes still print
+	echo "FAIL: step '$STEP' timed out after $1 s" >"$W/step-failed"
+	kill -TERM $$
+	exit 1
+}
+
+# zexec_t SECS ID ARGS...: run a command in container ID (a fresh exec id
+# each time, also from subshells and background jobs), for at most SECS.
+zexec_t() {
+	local secs=$1 id=$2
+	shift 2
+	bounded "$secs" "$id" ctr_ task exec --exec-id "x$(cut -c1-13 /proc/sys/kernel/random/uuid)" "$id" "$@"
+}
+
+# zexec ID ARGS...: zexec_t with the default bound (SWIFTVM_EXEC_TIMEOUT,
+# 120 s).
 zexec() {
-	id=$1
+	local id=$1
 	shift
-	ctr_ task exec --exec-id "x$(cat /proc/sys/kernel/random/uuid | cut -c1-13)" "$id" "$@"
+	zexec_t "${SWIFTVM_EXEC_TIMEOUT:-120}" "$id" "$@"
 }
 
 # zwait ID PEER STATE: wait until ID's zygote reports PEER in STATE.
@@ -546,11 +619,17 @@ scenario_fork_bench() {
 	# (swift.io/verbs defaults to cached once the cache is valid)
 	verbs_reset
 	vbuild 3 || fail "cache build or check failed"
-	zrun fa fa 18525 t1 "fb=$P:18526"
-	zrun fb fb 18526 t1 "fa=$P:18525"
+	step "start containers fa and fb (zygotes)"
+	bounded 120 - zrun fa fa 18525 t1 "fb=$P:18526"
+	bounded 120 - zrun fb fb 18526 t1 "fa=$P:18525"
+	step "fa's zygote connects its pool to fb"
 	zwait fa fb connected || fail "fa never connected to fb"
 	fact runs "$n"
-	fact warm_cache "$(zexec fa env SWIFT_VERBS_DEBUG=1 /.swift/bin/swift-warm-dyn --peer fb 2>&1 | grep -c 'verbs cache valid')"
+	step "a warm start on the cached verbs library"
+	out=$(zexec_t 60 fa env SWIFT_VERBS_DEBUG=1 /.swift/bin/swift-warm-dyn --peer fb --timeout 20 2>&1)
+	echo "$out"
+	fact warm_cache "$(echo "$out" | grep -c 'verbs cache valid')"
+	echo "$out" | grep -q '^warm_us [0-9]' || fail "swift-warm-dyn gave no time (see above)"
 	# total_us of each swift-run, as the function's caller sees it, with its
 	# newdest count (a pooled request must not connect on demand); the
 	# modes alternate run by run, so that drift hits them alike. warm: a
@@ -558,23 +637,25 @@ scenario_fork_bench() {
 	# statically linked providers (swift-warm, no loading at all).
 	echo "n=$n" >"$W/rootfs-fa/tmp/bench.sh"
 	cat >>"$W/rootfs-fa/tmp/bench.sh" <<'EOF'
-t() { k=$1; shift; "$@" 2>&1 | awk -v k="$k" '/total_us/ {print k, $11; print k "_nd", $7}'; }
-w() { k=$1; shift; "$@" | sed -n "s/^warm_us \([0-9]*\)/$k \1/p"; }
+t() { k=$1; shift; "$@" 2>&1 | awk -v k="$k" '/total_us/ {print k, $11; print k "_nd", $7; next} /^swift-run:/ {print "error", k, $0}'; }
+w() { k=$1; shift; "$@" 2>&1 | sed -n -e "s/^warm_us \([0-9]*\)/$k \1/p" -e "s/^swift-warm: /error $k /p"; }
+r() { /.swift/bin/swift-run --timeout 30 "$@"; }
 for i in $(seq $n); do
-	t plain /.swift/bin/swift-run --no-qp --time -- noop
-	t swift /.swift/bin/swift-run --peer fb --time -- noop
-	t first /.swift/bin/swift-run --peer fb --time -- firstsend
+	t plain r --no-qp --time -- noop
+	t swift r --peer fb --time -- noop
+	t first r --peer fb --time -- firstsend
 done
 for i in $(seq $n); do
-	t newdest /.swift/bin/swift-run --peer fb --new --time -- noop
-	t own /.swift/bin/swift-run --peer fb --own --time -- noop
+	t newdest r --peer fb --new --time -- noop
+	t own r --peer fb --own --time -- noop
 done
 for i in $(seq $n); do
-	w warm /.swift/bin/swift-warm-dyn --peer fb
-	w warmstatic /.swift/bin/swift-warm --peer fb
+	w warm /.swift/bin/swift-warm-dyn --peer fb --timeout 20
+	w warmstatic /.swift/bin/swift-warm --peer fb --timeout 20
 done
 EOF
-	out=$(zexec fa /bin/sh /tmp/bench.sh)
+	step "fork-start timings, $n runs of each mode"
+	out=$(zexec_t $((120 + n * 40)) fa /bin/sh /tmp/bench.sh)
 	echo "$out"
 	for k in plain swift first newdest own warm warmstatic; do
 		fact "${k}_n" "$(echo "$out" | grep -c "^$k ")"
@@ -582,36 +663,53 @@ EOF
 	done
 	# pooled runs that had to connect on demand (want none)
 	fact pooled_newdest "$(echo "$out" | grep -E '^(plain|swift|first)_nd ' | grep -vc ' 0$')"
-	zexec fa /.swift/bin/swift-run --status
+	fact errors "$(echo "$out" | grep -c '^error ')"
+	zexec_t 20 fa /.swift/bin/swift-run --status
 	echo "--- fa.out"; cat "$W/fa.out"
-	zstop fa fb
+	step "stop fa and fb"
+	bounded 60 - zstop fa fb
 	verbs_reset
 }
 
-# The demo: what `make demo` shows a person.
+# The demo: what `make demo` shows a person. Each step has its own bound:
+# one that does not end in time fails the demo at once, naming the step.
 scenario_demo() {
 	need_rxe
 	need_containerd
 	P=10.0.2.15
+	n=${SWIFTVM_DEMO_RUNS:-10}
 	ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 	t0=$(date +%s%N)
-	zrun da da 18535 demo "db=$P:18536" 2
-	zrun db db 18536 demo "da=$P:18535" 2
+	step "start containers da and db (zygotes, pool 2)"
+	bounded 120 - zrun da da 18535 demo "db=$P:18536" 2
+	bounded 120 - zrun db db 18536 demo "da=$P:18535" 2
+	step "da's zygote connects its pool to db"
 	zwait da db connected || fail "da never connected to db"
 	cold=$(ms "$t0")
-	zexec db /.swift/bin/swift-run --peer da --all -- echo 8000 >"$W/demo-echo.log" 2>&1 &
+	if [ "${DEMO_HANG:-0}" = 1 ]; then
+		step "a step made to hang on purpose (it reads a FIFO no one writes)"
+		zexec_t 15 da /bin/sh -c 'mkfifo /tmp/hang && cat /tmp/hang'
+		fail "the step made to hang returned"
+	fi
+	step "an echo function in db answers a pingpong function in da (1000 messages)"
+	zexec_t 150 db /.swift/bin/swift-run --timeout 120 --peer da --all -- echo 8000 >"$W/demo-echo.log" 2>&1 &
 	epid=$!
 	sleep 1
-	pp=$(zexec da /.swift/bin/swift-run --peer db --time -- pingpong 1000 256 2>&1)
+	pp=$(zexec_t 150 da /.swift/bin/swift-run --timeout 120 --peer db --time -- pingpong 1000 256 2>&1)
+	echo "$pp"
 	wait $epid
+	cat "$W/demo-echo.log"
+	step "fork-start timings: plain fork, fork with a QP, first SEND, warm start ($n runs each)"
 	cat >"$W/rootfs-da/tmp/demo.sh" <<EOF
-for i in \$(seq 10); do /.swift/bin/swift-run --no-qp --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/plain \1/p'; done
-for i in \$(seq 10); do /.swift/bin/swift-run --peer db --time -- noop 2>&1 | sed -n 's/.*total_us \([0-9]*\)/swift \1/p'; done
-for i in \$(seq 10); do /.swift/bin/swift-run --peer db --time -- firstsend 2>&1 | sed -n 's/.*total_us \([0-9]*\)/first \1/p'; done
-for i in \$(seq 10); do /.swift/bin/swift-warm --peer db | sed -n 's/^warm_us \([0-9]*\)/warm \1/p'; done
+r() { /.swift/bin/swift-run --timeout 30 "\$@" 2>&1; }
+for i in \$(seq $n); do r --no-qp --time -- noop | sed -n 's/.*total_us \([0-9]*\)/plain \1/p'; done
+for i in \$(seq $n); do r --peer db --time -- noop | sed -n 's/.*total_us \([0-9]*\)/swift \1/p'; done
+for i in \$(seq $n); do r --peer db --time -- firstsend | sed -n 's/.*total_us \([0-9]*\)/first \1/p'; done
+for i in \$(seq $n); do /.swift/bin/swift-warm --peer db --timeout 20 2>&1 | sed -n -e 's/^warm_us \([0-9]*\)/warm \1/p' -e 's/^swift-warm: /warm-error /p'; done
 EOF
-	t=$(zexec da /bin/sh /tmp/demo.sh)
-	med() { echo "$t" | sed -n "s/^$1 //p" | median; }
+	t=$(zexec_t $((60 + n * 30)) da /bin/sh /tmp/demo.sh)
+	echo "$t" | grep -v '^\(plain\|swift\|first\|warm\) [0-9]*$' | sed 's/^/    /'
+	med() { echo "$t" | sed -n "s/^$1 \([0-9]*\)$/\1/p" | median; }
 	plain=$(med plain) swift=$(med swift) first=$(med first) warm=$(med warm)
 	sent=$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\1/p')
 	ver=$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')
@@ -623,18 +721,36 @@ EOF
 	echo "DEMO forked function in da -> echo function in db over a pre-connected RC QP:"
 	echo "DEMO   messages sent $sent, verified intact $ver (256 B each, rtt median $rtt us)"
 	echo "DEMO   echo side: $(grep '^echo: [0-9]* messages' "$W/demo-echo.log")"
-	echo "DEMO fork start, median of 10 (request to exit status, as swift-run sees it):"
+	echo "DEMO fork start, median of $n (request to exit status, as swift-run sees it):"
 	echo "DEMO   plain fork, no RDMA            $plain us"
 	echo "DEMO   fork holding a connected QP    $swift us"
 	echo "DEMO   fork to first completed SEND   $first us"
-	echo "DEMO   warm start (fresh process, verbs linked statically: device, PD, MR, CQ, QP, connect, SEND)  $warm us"
+	echo "DEMO   warm start (fresh process: device, PD, MR, CQ, QP, connect through its zygote, SEND)  $warm us"
 	[ -n "$warm" ] && [ -n "$first" ] && echo "DEMO   warm start / fork to first SEND = $(echo "$warm $first" | awk '{printf "%.1f", $1/$2}')x"
 	echo "DEMO (CPU emulation inflates absolute times; compare the ratios)"
 	echo "DEMO ================================================================"
 	fact sent "$sent"
 	fact verified "$ver"
-	zstop da db
+	for k in plain swift first warm; do
+		fact "${k}_n" "$(echo "$t" | grep -c "^$k [0-9]*$")"
+		fact "${k}_us" "$(med $k)"
+	done
+	step "stop da and db"
+	bounded 60 - zstop da db
 	[ "$ver" = 1000 ] || fail "only $ver of 1000 messages verified"
+	for k in plain swift first warm; do
+		[ "$(echo "$t" | grep -c "^$k [0-9]*$")" = "$n" ] ||
+			fail "$k: $(echo "$t" | grep -c "^$k [0-9]*$") of $n runs gave a time (see above)"
+	done
+}
+
+# demo-hang: the demo with a step made to hang on purpose (it blocks as
+# swift-warm once did, opening a FIFO no one writes): the scenario must
+# fail within that step's bound of 15 s, naming the step, after the
+# zygote's status and log.
+scenario_demo_hang() {
+	DEMO_HANG=1
+	scenario_demo
 }
 
 # The node report on a real rxe node.
@@ -703,7 +819,7 @@ EOF
 	fact p1_accept "$(grep -c '^accept 10.0.2.0/24$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p1/swift-pool.conf 2>/dev/null)"
 	for from in 127.0.0.1 10.0.2.15; do
 		printf 'name intruder\ntenant t1\npeer p1 %s:18545\n' "$from" >"$W/intruder-$from.conf"
-		/var/lib/swift/bin/swift-warm --config "$W/intruder-$from.conf" --peer p1 >"$W/intruder-$from.log" 2>&1
+		/var/lib/swift/bin/swift-warm --direct --timeout 10 --config "$W/intruder-$from.conf" --peer p1 >"$W/intruder-$from.log" 2>&1
 		fact "intruder_exit_$from" $?
 		cat "$W/intruder-$from.log"
 	done
@@ -1048,7 +1164,7 @@ scenario_probe() {
 . "$(dirname "$0")/pods.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | fork-bench | demo | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | fork-bench | demo | demo-hang | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;

@@ -99,7 +99,7 @@ vexec() {
 	id=$1
 	shift
 	VN=$((VN + 1))
-	ctr_ task exec --exec-id "v$VN-$$" "$id" "$@"
+	bounded "${SWIFTVM_EXEC_TIMEOUT:-120}" "$id" ctr_ task exec --exec-id "v$VN-$$" "$id" "$@"
 }
 
 # vprobe ID KEY PATTERN: in the running container ID, the devices
