@@ -54,17 +54,20 @@ func TestContainerdConfigDump(t *testing.T) {
 		root func(dir string) string
 		// keys that must survive from the root config, with their values
 		keep map[string]any
+		// options of the swift entry copied from the runc entry
+		swift map[string]any
 	}{
 		{"v4 from containerd config default", func(dir string) string {
 			return strings.ReplaceAll(string(defaults), "/etc/containerd/conf.d/*.toml", dir+"/conf.d/*.toml")
-		}, map[string]any{"plugins/io.containerd.cri.v1.runtime/containerd/runtimes/runc/runtime_type": "io.containerd.runc.v2"}},
+		}, map[string]any{"plugins/io.containerd.cri.v1.runtime/containerd/runtimes/runc/runtime_type": "io.containerd.runc.v2"}, nil},
 		{"v4 default without imports", func(dir string) string {
 			return strings.Replace(string(defaults), "imports = ['/etc/containerd/conf.d/*.toml']\n", "", 1)
-		}, nil},
+		}, nil, nil},
 		{"v3 with a runc entry", func(string) string {
 			return "version = 3\n\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n" +
 				"[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n"
-		}, map[string]any{"plugins/io.containerd.cri.v1.runtime/containerd/runtimes/runc/options/SystemdCgroup": true}},
+		}, map[string]any{"plugins/io.containerd.cri.v1.runtime/containerd/runtimes/runc/options/SystemdCgroup": true},
+			map[string]any{"SystemdCgroup": true}},
 		{"v2 with a CRI section", func(string) string {
 			return "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"example.com/pause:9\"\n" +
 				"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n" +
@@ -72,7 +75,7 @@ func TestContainerdConfigDump(t *testing.T) {
 		}, map[string]any{
 			"plugins/io.containerd.cri.v1.images/pinned_images/sandbox":                           "example.com/pause:9",
 			"plugins/io.containerd.cri.v1.runtime/containerd/runtimes/runc/options/SystemdCgroup": true,
-		}},
+		}, map[string]any{"SystemdCgroup": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -103,6 +106,9 @@ func TestContainerdConfigDump(t *testing.T) {
 			}
 			for k, v := range tc.keep {
 				want[k] = v
+			}
+			for k, v := range tc.swift {
+				want[rt+"options/"+k] = v
 			}
 			for path, v := range want {
 				got, ok := lookup(tree, splitPath(path)...)

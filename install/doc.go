@@ -13,6 +13,16 @@
 //   - 3 (containerd 2.0+) and 4 (containerd 2.3+, the default of 2.4):
 //     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.NAME].
 //
+// The shim delegates to runc, so the entry runs runc as the node does: it
+// copies every option of the node's runc entry (runtimes.runc.options, as
+// containerd merges the root config and its imports: SystemdCgroup,
+// BinaryName, Root, ShimCgroup, IoUid, ...), the way `nvidia-ctk runtime
+// configure` does. Only what the operator asks for overrides them (--runc,
+// which must name an executable file, and --systemd-cgroup), and
+// SwiftConfig is the entry's own. An option the shim does not accept is
+// not copied (the shim refuses unknown options) and the plan's notes say
+// so. ReadCRI reads the runtime entries of a configuration, for doctor.
+//
 // Version 1 (or no `version` key, which containerd reads as 1) is refused,
 // and so is a drop-in or an explicit version whose version differs from the
 // root config's. A missing root config is refused unless a version is given,

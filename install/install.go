@@ -43,9 +43,12 @@ type Options struct {
 	// SwiftConfig is the node config path the entry passes to the shim
 	// (DefaultSwiftConfig if empty).
 	SwiftConfig string
-	// BinaryName is runc's path (DefaultBinaryName if empty).
+	// BinaryName is the runc the entry runs (--runc): it must be an
+	// executable file. Empty: the BinaryName of the node's runc entry,
+	// else DefaultBinaryName.
 	BinaryName string
-	// SystemdCgroup is runc's SystemdCgroup option.
+	// SystemdCgroup sets runc's SystemdCgroup option; false keeps the
+	// runc entry's. Every other option of the runc entry is copied too.
 	SystemdCgroup bool
 	// Version, when non-zero, is the config version the operator expects:
 	// it must match the root config's, and it lets install create a
@@ -62,9 +65,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SwiftConfig == "" {
 		o.SwiftConfig = DefaultSwiftConfig
-	}
-	if o.BinaryName == "" {
-		o.BinaryName = DefaultBinaryName
 	}
 	return o
 }
@@ -284,8 +284,13 @@ func PlanInstall(o Options) (*Plan, error) {
 		return nil, err
 	}
 	for k, p := range map[string]string{"swift config": o.SwiftConfig, "runc binary": o.BinaryName} {
-		if !filepath.IsAbs(p) {
+		if p != "" && !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("%s %q: must be an absolute path: %w", k, p, errdefs.ErrInvalidArgument)
+		}
+	}
+	if o.BinaryName != "" {
+		if err := checkRunc(o.BinaryName); err != nil {
+			return nil, err
 		}
 	}
 	rc, err := readRoot(o.ConfigPath)
@@ -337,6 +342,8 @@ func PlanInstall(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	trees := []map[string]any{rc.Tree}
+	files := []string{o.ConfigPath}
 	for _, f := range others {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -354,11 +361,17 @@ func PlanInstall(o Options) (*Plan, error) {
 			return nil, fmt.Errorf("imported config %s sets [plugins.%q] too; containerd 1.7 keeps that section from one file only "+
 				"(containerd#5837): move its settings into %s, then run install again: %w", f, PluginV2, o.ConfigPath, errdefs.ErrFailedPrecondition)
 		}
+		trees, files = append(trees, tree), append(files, f)
 	}
 
 	p := Params{
 		Version: rc.Version, Name: o.RuntimeName, BinaryName: o.BinaryName, SystemdCgroup: o.SystemdCgroup,
 		SwiftConfig: o.SwiftConfig, Root: o.ConfigPath, Dir: dir, Glob: imp,
+	}
+	// The shim delegates to runc: the entry runs runc as the node's runc
+	// entry does (nvidia-ctk runtime configure does the same).
+	if err := inheritRunc(&p, plan, o, trees, files); err != nil {
+		return nil, err
 	}
 	if rc.Version == 2 {
 		if sect, ok := lookup(rc.Tree, "plugins", PluginV2); ok {
@@ -411,6 +424,59 @@ func PlanInstall(o Options) (*Plan, error) {
 		plan.Changes = append(plan.Changes, Change{Path: o.ConfigPath, Old: rc.Src, New: rootNew, Mode: rc.Mode, What: what})
 	}
 	return plan, nil
+}
+
+// inheritRunc fills p's runc options from the runc entry of the merged
+// configuration; what the operator asked for (o) wins.
+func inheritRunc(p *Params, plan *Plan, o Options, trees []map[string]any, files []string) error {
+	plugin, err := PluginFor(p.Version)
+	if err != nil {
+		return err
+	}
+	keys := []string{"plugins", plugin, "containerd", "runtimes", RuncRuntime, "options"}
+	var runc map[string]any
+	if v, ok := lookup(mergeTrees(p.Version, trees), keys...); ok {
+		if runc, ok = v.(map[string]any); !ok {
+			return fmt.Errorf("containerd config %s: %s is not a table: %w", files[0], strings.Join(keys, "."), errdefs.ErrInvalidArgument)
+		}
+	}
+	from := ""
+	for i, t := range trees {
+		if _, ok := lookup(t, keys...); ok {
+			from = files[i]
+		}
+	}
+	where := fmt.Sprintf("the %s runtime entry of %s", RuncRuntime, from)
+	binary, systemd, rest, notes, err := runcOptions(runc, where)
+	if err != nil {
+		return err
+	}
+	plan.Notes = append(plan.Notes, notes...)
+	if p.BinaryName == "" {
+		p.BinaryName = binary
+	}
+	if p.BinaryName == "" {
+		p.BinaryName = DefaultBinaryName
+		if checkRunc(DefaultBinaryName) != nil {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("%s is not an executable file on this node and nothing else names runc: "+
+				"install runc there or pass --runc PATH", DefaultBinaryName))
+		}
+	}
+	p.SystemdCgroup = p.SystemdCgroup || systemd
+	if len(runc) > 0 {
+		p.RuncOptions, p.RuncFrom = rest, from
+		copied := []string{}
+		for _, k := range sortedKeys(runc) {
+			if _, ok := shimOptions[k]; ok && k != "SwiftConfig" {
+				copied = append(copied, k)
+			}
+		}
+		if len(copied) > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("the runtime entry copies runc's options (%s) from %s: run install again after changing them there",
+				strings.Join(copied, ", "), where))
+		}
+	}
+	return nil
 }
 
 // PlanUninstall works out what removing the runtime entry changes.

@@ -3,6 +3,8 @@ package install
 import (
 	"bytes"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -45,6 +47,11 @@ type Params struct {
 	// BinaryName and SystemdCgroup are runc options of the entry.
 	BinaryName    string
 	SystemdCgroup bool
+	// RuncOptions are the entry's further runc options (Root, ShimCgroup,
+	// IoUid, ...: strings, booleans and integers), copied from RuncFrom,
+	// the file of the node's runc entry ("": none copied).
+	RuncOptions map[string]any
+	RuncFrom    string
 	// SwiftConfig is the node config path for this entry.
 	SwiftConfig string
 	// Root is the root config's path, Dir the drop-in directory and Glob
@@ -86,8 +93,15 @@ version = {{.Version}}
 {{- if ne .Version 2}}
   # runc's options are honoured (the shim converts them for runc) ...
 {{- end}}
+{{- with .RuncFrom}}
+  # runc's options, copied from the runc runtime entry of
+  # {{.}}: run swiftctl install containerd again after changing them there.
+{{- end}}
   BinaryName = {{quote .BinaryName}}
   SystemdCgroup = {{.SystemdCgroup}}
+{{- range .Rest}}
+  {{.}}
+{{- end}}
 {{- if ne .Version 2}}
   # ... plus the node config path for this runtime entry.
 {{- end}}
@@ -116,15 +130,46 @@ func Render(p Params) ([]byte, error) {
 		}
 		copied = strings.TrimRight(b.String(), "\n") + "\n"
 	}
+	var rest []string
+	keys := make([]string, 0, len(p.RuncOptions))
+	for k := range p.RuncOptions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, err := tomlValue(p.RuncOptions[k])
+		if err != nil {
+			return nil, fmt.Errorf("runc option %s: %w", k, err)
+		}
+		rest = append(rest, k+" = "+v)
+	}
 	var out bytes.Buffer
 	err = dropIn.Execute(&out, struct {
 		Params
 		Plugin, RuntimeType, Annotations, Copied string
-	}{p, plugin, RuntimeType, AnnotationGlob, copied})
+		Rest                                     []string
+	}{p, plugin, RuntimeType, AnnotationGlob, copied, rest})
 	if err != nil {
 		return nil, fmt.Errorf("render drop-in: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// tomlValue renders a runc option's value.
+func tomlValue(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return quote(x), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), nil
+	}
+	return "", fmt.Errorf("%v (%T) is not a string, a boolean or an integer: %w", v, v, errdefs.ErrInvalidArgument)
 }
 
 // ValidateRuntimeName accepts a DNS label (what a Kubernetes RuntimeClass
