@@ -43,12 +43,13 @@ the old file beside the new one. containerd's socket must answer first.`,
 	address := c.Flags().String("address", defaultContainerdAddress, "containerd's socket")
 	state := c.Flags().String("state", defaultContainerdState, "containerd's state directory (the bundles of running containers)")
 	dryRun := c.Flags().Bool("dry-run", false, "say what would be kept and dropped, change nothing")
+	out := addOutputFlag(c, false)
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		// before anything else: without containerd there is nothing to rebuild from
 		if err := checkSocket(*address, socketTimeout); err != nil {
 			return err
 		}
-		return poolsRepair(cmd.OutOrStdout(), configPath(*cfgPath), *address, *state, *dryRun)
+		return poolsRepair(cmd.OutOrStdout(), configPath(*cfgPath), *address, *state, *dryRun, *out)
 	}
 	return c
 }
@@ -76,11 +77,32 @@ func checkSocket(address string, timeout time.Duration) error {
 	return conn.Close()
 }
 
+// repairReport is `pools repair -o json`.
+type repairReport struct {
+	Ledger string `json:"ledger"`
+	// Unreadable are the problems met: pages of the ledger, bundle copies.
+	Unreadable []string `json:"unreadable"`
+	// Kept are leases read from the ledger whose containers exist;
+	// Recovered leases read from their bundles; Dropped leases whose
+	// containers containerd does not have (namespace/ID each).
+	Kept      []string `json:"kept"`
+	Recovered []string `json:"recovered"`
+	Dropped   []string `json:"dropped"`
+	// Sound: nothing to repair. Rebuilt: the ledger was rebuilt, the old
+	// file moved to Aside (null otherwise).
+	Sound   bool    `json:"sound"`
+	DryRun  bool    `json:"dry_run"`
+	Rebuilt bool    `json:"rebuilt"`
+	Aside   *string `json:"aside"`
+	// Leases is the number of leases the ledger holds (or would hold).
+	Leases int `json:"leases"`
+}
+
 // poolsRepair is `swiftctl pools repair`: it rebuilds the ledger from the
 // containers that exist (containerd says which) — the leases it can still
 // read, and the copies shims keep in the bundles of running containers —
 // and says what it dropped. The old file is kept beside the new one.
-func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool) error {
+func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool, format outputFormat) error {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
@@ -91,19 +113,22 @@ func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool) 
 		return err
 	}
 	aside := fmt.Sprintf("%s.broken-%d", l.Path, time.Now().Unix())
-	var kept map[string]ledger.Lease
+	r := repairReport{Ledger: l.Path, DryRun: dryRun, Unreadable: []string{}, Kept: []string{}, Recovered: []string{}, Dropped: []string{}}
+	var lines []string // the text output, in order
 	// under the ledger's lock from the salvage to the rebuild: no Create
 	// takes a lease in between
 	err = l.Repair(func(salvaged []ledger.Lease, problems []string) ([]ledger.Lease, bool, error) {
 		bundled, bproblems := bundleLeases(state)
 		problems = append(problems, bproblems...)
-		kept = map[string]ledger.Lease{}
+		kept := map[string]ledger.Lease{}
 		var out []string
 		for _, x := range salvaged {
 			if exist[x.Key()] {
 				kept[x.Key()] = x
+				r.Kept = append(r.Kept, x.Key())
 				out = append(out, fmt.Sprintf("kept %s (tenant %s)", x.Key(), x.Tenant))
 			} else {
+				r.Dropped = append(r.Dropped, x.Key())
 				out = append(out, fmt.Sprintf("dropped %s (tenant %s): containerd has no such container", x.Key(), x.Tenant))
 			}
 		}
@@ -112,21 +137,23 @@ func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool) 
 				continue
 			}
 			kept[x.Key()] = x
+			r.Recovered = append(r.Recovered, x.Key())
 			out = append(out, fmt.Sprintf("recovered %s (tenant %s) from its bundle", x.Key(), x.Tenant))
 		}
 		sort.Strings(out)
 		for _, p := range problems {
-			fmt.Fprintf(stdout, "unreadable: %s\n", p)
+			r.Unreadable = append(r.Unreadable, p)
+			lines = append(lines, "unreadable: "+p)
 		}
-		for _, s := range out {
-			fmt.Fprintln(stdout, s)
-		}
+		lines = append(lines, out...)
+		r.Leases = len(kept)
 		if len(problems) == 0 && len(kept) == len(salvaged) {
-			fmt.Fprintf(stdout, "%s is sound: %d lease(s), nothing to repair\n", l.Path, len(kept))
+			r.Sound = true
+			lines = append(lines, fmt.Sprintf("%s is sound: %d lease(s), nothing to repair", l.Path, len(kept)))
 			return nil, false, nil
 		}
 		if dryRun {
-			fmt.Fprintf(stdout, "would rebuild %s with %d lease(s)\n", l.Path, len(kept))
+			lines = append(lines, fmt.Sprintf("would rebuild %s with %d lease(s)", l.Path, len(kept)))
 			return nil, false, nil
 		}
 		leases := make([]ledger.Lease, 0, len(kept))
@@ -135,13 +162,24 @@ func poolsRepair(stdout io.Writer, cfgPath, address, state string, dryRun bool) 
 		}
 		return leases, true, nil
 	}, aside)
-	if err != nil {
-		return err
+	if err == nil {
+		if _, serr := os.Stat(aside); serr == nil {
+			r.Rebuilt, r.Aside = true, &aside
+			lines = append(lines, fmt.Sprintf("rebuilt %s with %d lease(s); the old file is %s", l.Path, r.Leases, aside))
+		}
+		if format == outputJSON {
+			sort.Strings(r.Kept)
+			sort.Strings(r.Recovered)
+			sort.Strings(r.Dropped)
+			return writeJSON(stdout, r)
+		}
 	}
-	if _, err := os.Stat(aside); err == nil {
-		fmt.Fprintf(stdout, "rebuilt %s with %d lease(s); the old file is %s\n", l.Path, len(kept), aside)
+	if format == outputText {
+		for _, s := range lines {
+			fmt.Fprintln(stdout, s)
+		}
 	}
-	return nil
+	return err
 }
 
 // containersOf returns namespace/ID of every container containerd has.
