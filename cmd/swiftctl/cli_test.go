@@ -114,6 +114,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"cache"}, "swiftctl: cache needs a command: build, check, show\nRun 'swiftctl cache --help' for usage.\n"},
 		{[]string{"cache", "chek"}, `unknown command "chek" for "swiftctl cache" (commands: build, check, show); did you mean check?`},
 		{[]string{"install", "docker"}, `unknown command "docker" for "swiftctl install"`},
+		{[]string{"help", "pools", "fix"}, `unknown help topic "pools fix"`},
 		{[]string{"devices", "--bogus"}, "swiftctl: unknown flag: --bogus\nRun 'swiftctl devices --help' for usage.\n"},
 		{[]string{"keys", "show", "--force", ring}, "unknown flag: --force"}, // gen's flag
 		{[]string{"pools", "ls", "-x"}, "unknown shorthand flag: 'x' in -x"},

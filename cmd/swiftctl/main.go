@@ -10,6 +10,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +97,7 @@ func newRootCmd() (*cobra.Command, *bool) {
 		SilenceUsage:     true,
 	}
 	root.SetVersionTemplate(versionText(info))
+	root.SetHelpCommand(newHelpCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
 	root.AddGroup(
 		&cobra.Group{ID: "node", Title: "Node:"},
@@ -122,4 +124,24 @@ func newRootCmd() (*cobra.Command, *bool) {
 		root.AddCommand(c.cmd)
 	}
 	return root, ran
+}
+
+// newHelpCmd is `swiftctl help [COMMAND]`: cobra's, but an unknown topic
+// is a usage error (exit 2).
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		Long:  "Help about any command: the same as COMMAND --help.",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usagef("unknown help topic %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }

@@ -66,13 +66,13 @@ func checkSocket(address string, timeout time.Duration) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("containerd's socket %s does not exist (is containerd running? --address names its socket): %w", path, errdefs.ErrUnavailable)
 	case err != nil:
-		return fmt.Errorf("containerd's socket %s: %v: %w", path, err, errdefs.ErrUnavailable)
+		return fmt.Errorf("containerd's socket %s: %w: %w", path, err, errdefs.ErrUnavailable)
 	case st.Mode().Type() != fs.ModeSocket:
 		return fmt.Errorf("%s is not a socket (--address names containerd's socket, e.g. %s): %w", path, defaultContainerdAddress, errdefs.ErrInvalidArgument)
 	}
 	conn, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
-		return fmt.Errorf("containerd's socket %s does not answer (is containerd running?): %v: %w", path, err, errdefs.ErrUnavailable)
+		return fmt.Errorf("containerd's socket %s does not answer (is containerd running?): %w: %w", path, err, errdefs.ErrUnavailable)
 	}
 	return conn.Close()
 }
@@ -188,7 +188,7 @@ func containersOf(address string) (map[string]bool, error) {
 	defer cancel()
 	c, err := containerd.New(address, containerd.WithTimeout(10*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("ask containerd at %s which containers exist (--address): %v: %w", address, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("ask containerd at %s which containers exist (--address): %w: %w", address, err, errdefs.ErrUnavailable)
 	}
 	defer c.Close()
 	nss, err := c.NamespaceService().List(ctx)
