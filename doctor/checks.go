@@ -287,24 +287,6 @@ func checkCgroup(n Node, cfg config.Config, kc kernelConfig) Result {
 	return r
 }
 
-func checkMemlock(n Node, cfg config.Config) Result {
-	r := Result{Check: "memlock"}
-	hard, canRaise := n.Memlock()
-	want := cfg.MemlockBytes()
-	have := fmt.Sprintf("hard RLIMIT_MEMLOCK %s (this process)", size(hard))
-	switch {
-	case hard >= want:
-		r.Status, r.Detail = OK, fmt.Sprintf("%s covers rdma.memlock %s", have, cfg.RDMA.Memlock)
-	case canRaise:
-		r.Status, r.Detail = OK, fmt.Sprintf("%s is below rdma.memlock %s, but CAP_SYS_RESOURCE is held, so runc can raise it", have, cfg.RDMA.Memlock)
-	default:
-		r.Status = Fail
-		r.Detail = fmt.Sprintf("%s is below rdma.memlock %s and CAP_SYS_RESOURCE is not held: opted-in containers would be refused", have, cfg.RDMA.Memlock)
-		r.Fix = "run containerd with LimitMEMLOCK=infinity (systemd) or CAP_SYS_RESOURCE, or lower rdma.memlock"
-	}
-	return r
-}
-
 func size(n uint64) string {
 	switch {
 	case n == config.MemlockUnlimited:

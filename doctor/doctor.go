@@ -14,7 +14,6 @@ import (
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/policy"
-	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
 	"golang.org/x/sys/unix"
 )
@@ -52,12 +51,19 @@ type Node struct {
 	// KernelRelease is `uname -r`.
 	KernelRelease string
 	// Containerd and Runc are the binaries whose versions are checked (a
-	// bare name is looked up on PATH).
+	// bare name is looked up on PATH); the default "containerd" is the
+	// binary of the running containerd when there is one.
 	Containerd, Runc string
+	// ContainerdPIDFile names the running containerd (else the process
+	// named containerd under ProcRoot is): the shim inherits its
+	// RLIMIT_MEMLOCK and capabilities, and is found on its PATH.
+	ContainerdPIDFile string
+	// ContainerdConfig is containerd's root config; empty: the --config
+	// the running containerd was started with, else
+	// /etc/containerd/config.toml.
+	ContainerdConfig string
 	// RDMASystem queries RDMA_NLDEV_CMD_SYS_GET.
 	RDMASystem func() (SystemInfo, error)
-	// Memlock returns the hard RLIMIT_MEMLOCK and whether CAP_SYS_RESOURCE is held.
-	Memlock func() (hard uint64, canRaise bool)
 	// Version runs `bin --version` and returns its output.
 	Version func(ctx context.Context, bin string) (string, error)
 }
@@ -77,9 +83,10 @@ func DefaultNode() Node {
 		KernelRelease: release,
 		Containerd:    "containerd",
 		Runc:          "runc",
-		RDMASystem:    QueryRDMASystem,
-		Memlock:       rdma.MemlockLimits,
-		Version:       runVersion,
+
+		ContainerdPIDFile: DefaultContainerdPIDFile,
+		RDMASystem:        QueryRDMASystem,
+		Version:           runVersion,
 	}
 }
 
@@ -97,11 +104,9 @@ func (n Node) withDefaults() Node {
 	set(&n.KernelRelease, d.KernelRelease)
 	set(&n.Containerd, d.Containerd)
 	set(&n.Runc, d.Runc)
+	set(&n.ContainerdPIDFile, d.ContainerdPIDFile)
 	if n.RDMASystem == nil {
 		n.RDMASystem = d.RDMASystem
-	}
-	if n.Memlock == nil {
-		n.Memlock = d.Memlock
 	}
 	if n.Version == nil {
 		n.Version = d.Version
@@ -122,15 +127,25 @@ func Run(ctx context.Context, n Node) []Result {
 		n.DevRoot = cfg.RDMA.DevRoot
 	}
 	kc := readKernelConfig(n.ProcRoot, n.BootRoot, n.KernelRelease)
+	cd, running := findContainerd(n.ProcRoot, n.ContainerdPIDFile)
+	if running && cd.Exe != "" && n.Containerd == DefaultNode().Containerd {
+		n.Containerd = cd.Exe // the version of the containerd that runs
+	}
 
 	kernel := checkKernel(n, kc)
 	rs = append(rs, kernel)
 	rs = append(rs, checkDevices(n, kernel.Status == OK)...)
 	rs = append(rs, checkSystem(n, kernel.Status == OK)...)
 	rs = append(rs, checkCgroup(n, cfg, kc))
-	rs = append(rs, checkMemlock(n, cfg))
+	rs = append(rs, checkMemlock(n, cfg, cd, running))
 	rs = append(rs, cfgResult)
 	rs = append(rs, checkContainerd(ctx, n))
+	cri, entry := checkCRIRuntime(n, cd, running)
+	rs = append(rs, cri)
+	shim, shimPath := checkShim(n, cd, running, entry)
+	rs = append(rs, shim)
+	rs = append(rs, checkHook(n, cfg, shimPath))
+	rs = append(rs, checkZygoteBin(n, cfg))
 	rs = append(rs, checkRunc(ctx, n))
 	rs = append(rs, checkVerbsCache(n, cfg))
 	rs = append(rs, checkPolicy(cfg))

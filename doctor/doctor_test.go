@@ -31,17 +31,18 @@ func fakeNode(t *testing.T) Node {
 	// a private state dir: no verbs cache the machine may hold leaks in
 	write(t, filepath.Join(dir, "swift.toml"), fmt.Sprintf("state_dir = %q\n", filepath.Join(dir, "state")))
 	return Node{
-		ConfigPath:    filepath.Join(dir, "swift.toml"),
-		SysRoot:       filepath.Join(dir, "sysroot"),
-		DevRoot:       filepath.Join(dir, "dev"),
-		ProcRoot:      filepath.Join(dir, "proc"),
-		BootRoot:      filepath.Join(dir, "boot"),
-		CgroupRoot:    filepath.Join(dir, "cgroup"),
-		KernelRelease: "6.1.0-test",
-		Containerd:    "containerd",
-		Runc:          "runc",
-		RDMASystem:    func() (SystemInfo, error) { return SystemInfo{NetnsMode: "shared", CopyOnFork: &on}, nil },
-		Memlock:       func() (uint64, bool) { return config.MemlockUnlimited, false },
+		ConfigPath:        filepath.Join(dir, "swift.toml"),
+		ContainerdPIDFile: filepath.Join(dir, "containerd.pid"),
+		ContainerdConfig:  filepath.Join(dir, "containerd.toml"),
+		SysRoot:           filepath.Join(dir, "sysroot"),
+		DevRoot:           filepath.Join(dir, "dev"),
+		ProcRoot:          filepath.Join(dir, "proc"),
+		BootRoot:          filepath.Join(dir, "boot"),
+		CgroupRoot:        filepath.Join(dir, "cgroup"),
+		KernelRelease:     "6.1.0-test",
+		Containerd:        "containerd",
+		Runc:              "runc",
+		RDMASystem:        func() (SystemInfo, error) { return SystemInfo{NetnsMode: "shared", CopyOnFork: &on}, nil },
 		Version: func(_ context.Context, bin string) (string, error) {
 			if bin == "runc" {
 				return "runc version 1.1.5+ds1\ncommit: x\n", nil
@@ -312,31 +313,6 @@ func TestParseSystemAttrs(t *testing.T) {
 			if info.NetnsMode != tc.mode || cow != tc.cow {
 				t.Errorf("got %q %q, want %q %q", info.NetnsMode, cow, tc.mode, tc.cow)
 			}
-		})
-	}
-}
-
-func TestMemlock(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		cfg      string
-		hard     uint64
-		canRaise bool
-		want     want
-	}{
-		{"unlimited hard", "", config.MemlockUnlimited, false, want{OK, "hard RLIMIT_MEMLOCK unlimited (this process) covers rdma.memlock unlimited"}},
-		{"8MiB hard, no capability", "", 8 << 20, false, want{Fail, "8MiB (this process) is below rdma.memlock unlimited and CAP_SYS_RESOURCE is not held"}},
-		{"8MiB hard, capability", "", 8 << 20, true, want{OK, "CAP_SYS_RESOURCE is held"}},
-		{"configured below the hard limit", "[rdma]\nmemlock = \"4MiB\"\n", 8 << 20, false, want{OK, "covers rdma.memlock 4MiB"}},
-		{"odd size", "[rdma]\nmemlock = \"1GiB\"\n", 65537, false, want{Fail, "65537"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			n := fakeNode(t)
-			if tc.cfg != "" {
-				write(t, n.ConfigPath, tc.cfg)
-			}
-			n.Memlock = func() (uint64, bool) { return tc.hard, tc.canRaise }
-			expect(t, Run(context.Background(), n), map[string]want{"memlock": tc.want})
 		})
 	}
 }
