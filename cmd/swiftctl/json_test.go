@@ -55,25 +55,50 @@ func TestVersionJSON(t *testing.T) {
 
 func TestConfigCheckJSON(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("SWIFT_POLICY", "")
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("policy_path = \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var got map[string]any
-	jsonOf(t, 0, &got, "config", "check", filepath.Join(dir, "absent.toml"), "-o", "json")
+	jsonOf(t, 0, &got, "config", "check", cfg, "-o", "json")
 	rdmaTable, _ := got["rdma"].(map[string]any)
-	if got["present"] != false || rdmaTable == nil || rdmaTable["memlock"] != nil || rdmaTable["hca_handle"] != nil ||
-		rdmaTable["default"] != false {
+	if got["path"] != cfg || got["policy_path"] != nil || rdmaTable == nil || rdmaTable["memlock"] != nil ||
+		rdmaTable["hca_handle"] != nil || rdmaTable["hca_object"] != nil || rdmaTable["default"] != false {
 		t.Errorf("defaults: %v", got)
 	}
-	if _, ok := rdmaTable["memlock"]; !ok {
-		t.Errorf("memlock missing, want null: %v", got)
+	for _, k := range []string{"memlock", "hca_handle", "hca_object"} {
+		if _, ok := rdmaTable[k]; !ok {
+			t.Errorf("rdma.%s missing, want null: %v", k, got)
+		}
 	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte("[rdma]\ndefault = true\nmemlock = \"64Mi\"\nhca_handle = 8\n"), 0o644); err != nil {
+	pol := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(pol, []byte("[tenants.a]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n[rdma]\ndefault = true\nmemlock = \"64Mi\"\nhca_handle = 8\n", pol), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	jsonOf(t, 0, &got, "config", "check", cfg, "-o", "json")
 	rdmaTable, _ = got["rdma"].(map[string]any)
-	if got["present"] != true || got["path"] != cfg || rdmaTable["default"] != true || rdmaTable["memlock"] != 67108864.0 ||
+	if got["path"] != cfg || got["policy_path"] != pol || rdmaTable["default"] != true || rdmaTable["memlock"] != 67108864.0 ||
 		rdmaTable["hca_handle"] != 8.0 || rdmaTable["hca_object"] != nil {
 		t.Errorf("config: %v", got)
+	}
+	// a policy_path naming a missing file: a failed precondition
+	if err := os.Remove(pol); err != nil {
+		t.Fatal(err)
+	}
+	var je map[string]any
+	jsonOf(t, 4, &je, "config", "check", cfg, "-o", "json")
+	if je["class"] != "failed precondition" || je["exit_code"] != 4.0 || !strings.Contains(je["error"].(string), pol) ||
+		strings.Contains(je["error"].(string), "failed precondition") {
+		t.Errorf("config check with a missing policy: %v", je)
+	}
+	// a missing config: not found
+	jsonOf(t, 5, &je, "config", "check", filepath.Join(dir, "absent.toml"), "-o", "json")
+	if je["class"] != "not found" || !strings.Contains(je["error"].(string), filepath.Join(dir, "absent.toml")) {
+		t.Errorf("config check of a missing file: %v", je)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +14,10 @@ func newConfigCmd() *cobra.Command {
 		Use:   "check [FILE]",
 		Short: "Validate a node config",
 		Long: `Validate a node config: FILE, else $SWIFT_CONFIG, else /etc/swift/config.toml.
-A file that is not present is valid (the defaults apply). Problems name
-the file, line and key.`,
+Every problem is named by its line and key. A file that does not exist is
+an error (exit 5; the shim would run with the built-in defaults), and so
+is a tenant policy the config names (policy_path, or $SWIFT_POLICY) that
+does not exist (exit 4: the shim refuses every opted-in container then).`,
 		Args: argsRange(0, 1),
 	}
 	out := addOutputFlag(check, false)
@@ -32,9 +33,11 @@ the file, line and key.`,
 
 // configReport is `config check -o json`.
 type configReport struct {
-	Path    string `json:"path"`
-	Present bool   `json:"present"`
-	RDMA    struct {
+	Path string `json:"path"`
+	// PolicyPath is the tenant policy in force (policy_path, or
+	// $SWIFT_POLICY); null when the node runs without one.
+	PolicyPath *string `json:"policy_path"`
+	RDMA       struct {
 		Default bool `json:"default"`
 		// Memlock is RLIMIT_MEMLOCK in bytes, null for unlimited.
 		Memlock *uint64 `json:"memlock"`
@@ -46,22 +49,18 @@ type configReport struct {
 
 func configCheck(cmd *cobra.Command, path string, out outputFormat) error {
 	w := cmd.OutOrStdout()
-	_, statErr := os.Stat(path)
-	c, err := config.Load(path)
+	c, err := config.Check(path)
 	if err != nil {
 		return err
 	}
 	if out == outputJSON {
 		var r configReport
-		r.Path, r.Present = path, statErr == nil
+		r.Path, r.PolicyPath = path, strOrNull(c.PolicyFile())
 		r.RDMA.Default = c.RDMA.Default
 		r.RDMA.Memlock = limitOrNull(c.MemlockBytes())
 		r.RDMA.HCAHandle = limitOrNull(uint64(max(c.RDMA.HCAHandle, 0)))
 		r.RDMA.HCAObject = limitOrNull(uint64(max(c.RDMA.HCAObject, 0)))
 		return writeJSON(w, r)
-	}
-	if statErr != nil {
-		fmt.Fprintf(w, "%s: not present, defaults apply\n", path)
 	}
 	fmt.Fprintf(w, "%s: ok (rdma default=%v, memlock=%s, hca_handle=%d, hca_object=%d)\n",
 		path, c.RDMA.Default, c.RDMA.Memlock, c.RDMA.HCAHandle, c.RDMA.HCAObject)
