@@ -23,11 +23,15 @@ With -o json it prints an array of {check, status, detail, fix}.`,
 	n := doctor.DefaultNode()
 	cfgPath := addConfigFlag(c, "")
 	out := addOutputFlag(c, true)
-	c.Flags().StringVar(&n.Containerd, "containerd", n.Containerd, "containerd binary whose version is checked (name on PATH or path)")
+	c.Flags().StringVar(&n.Containerd, "containerd", n.Containerd, "containerd binary whose version is checked (name on PATH or path; by default the running containerd's binary when there is one)")
 	c.Flags().StringVar(&n.Runc, "runc", n.Runc, "runc binary whose version is checked (name on PATH or path)")
 	c.Flags().StringVar(&n.SysRoot, "sys-root", "", "root under which sys/class/... is read (default: the node config's rdma.sys_root)")
 	c.Flags().StringVar(&n.DevRoot, "dev-root", "", "where infiniband/* device nodes are checked (default: the node config's rdma.dev_root)")
 	c.Flags().StringVar(&n.CgroupRoot, "cgroup-root", n.CgroupRoot, "where cgroups are mounted")
+	c.Flags().StringVar(&n.ContainerdPIDFile, "containerd-pid-file", n.ContainerdPIDFile,
+		"pid file of the running containerd, whose limits, capabilities and PATH the shim inherits (else the process named containerd)")
+	c.Flags().StringVar(&n.ContainerdConfig, "containerd-config", "",
+		"containerd's root config (default: the --config the running containerd was started with, else /etc/containerd/config.toml)")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		n.ConfigPath = configPath(*cfgPath)
 		rs := doctor.Run(cmd.Context(), n)
