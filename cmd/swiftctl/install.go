@@ -24,12 +24,14 @@ func newInstallCmd(verb string) *cobra.Command {
 	if verb == "install" {
 		c.Short = "Add the swift runtime to containerd's config (a conf.d drop-in)"
 		c.Long = `Add the swift runtime to containerd's config: a drop-in in the conf.d
-directory next to containerd's root config, imported from it. --dry-run
-prints the change as a unified diff and writes nothing. Restart containerd
-to apply it.`
+directory next to containerd's root config, imported from it. The entry
+copies the options of the node's runc entry; --runc and --systemd-cgroup
+override them. --dry-run prints the change as a unified diff and writes
+nothing. Restart containerd to apply it.`
 		c.Flags().StringVar(&o.SwiftConfig, "swift-config", install.DefaultSwiftConfig, "node config path the runtime entry passes to the shim (SwiftConfig)")
-		c.Flags().StringVar(&o.BinaryName, "runc", install.DefaultBinaryName, "runc binary of the runtime entry (BinaryName)")
-		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "runc's SystemdCgroup option of the runtime entry")
+		c.Flags().StringVar(&o.BinaryName, "runc", "",
+			"runc binary of the runtime entry (BinaryName), an executable file (default: the node's runc entry's, else "+install.DefaultBinaryName+")")
+		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "set runc's SystemdCgroup option of the runtime entry (default: the node's runc entry's)")
 		c.Flags().IntVar(&o.Version, "version", 0, "expected containerd config version (2: containerd 1.7; 3 or 4: containerd 2.x); creates a missing root config")
 	} else {
 		group = "Remove the swift runtime from containerd's config"

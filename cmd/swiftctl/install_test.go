@@ -82,3 +82,23 @@ func TestInstallCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallInheritsRunc: without --runc and --systemd-cgroup the entry
+// takes the node's runc entry's options; with them, the flags win.
+func TestInstallInheritsRunc(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "config.toml")
+	body := "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n" +
+		"[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]\nBinaryName = \"/bin/true\"\nSystemdCgroup = true\n"
+	if err := os.WriteFile(root, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := swiftctl(t, "install", "containerd", "--config", root, "--dry-run")
+	if err != nil || !strings.Contains(out, "+  BinaryName = \"/bin/true\"\n") || !strings.Contains(out, "+  SystemdCgroup = true\n") {
+		t.Fatalf("install --dry-run (%v):\n%s", err, out)
+	}
+	out, _, err = swiftctl(t, "install", "containerd", "--dry-run", "--config", root, "--runc", "/bin/false")
+	if err != nil || !strings.Contains(out, "+  BinaryName = \"/bin/false\"\n") {
+		t.Fatalf("install --runc /bin/false --dry-run (%v):\n%s", err, out)
+	}
+}
