@@ -35,10 +35,10 @@ const (
 	// ScenarioDemoHang is the demo with a step made to hang: it must FAIL
 	// within that step's own bound, naming the step.
 	ScenarioDemoHang = "demo-hang"
-	ScenarioDoctor          = "doctor"
-	ScenarioPolicy          = "policy"
-	ScenarioQPLimit         = "qp-limit"
-	ScenarioNonRoot         = "nonroot"
+	ScenarioDoctor   = "doctor"
+	ScenarioPolicy   = "policy"
+	ScenarioQPLimit  = "qp-limit"
+	ScenarioNonRoot  = "nonroot"
 	// ScenarioAlloc runs pods through CRI whose devices were allocated
 	// before the shim (a device plugin's DeviceSpec, CDI).
 	ScenarioAlloc = "alloc"
