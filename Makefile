@@ -21,6 +21,8 @@ OUT := $(CURDIR)/out
 # FUZZSCALE multiplies them for a longer local run.
 FUZZSCALE ?= 1
 BENCH_RUNS ?= 20
+# runs of each mode in the VM benchmarks (fork-bench, verbs-bench, x-bench)
+VM_BENCH_RUNS ?= 30
 GOFILES = $(shell git ls-files -co --exclude-standard '*.go')
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 
@@ -29,7 +31,7 @@ export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
 export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
 export SWIFT_CNI_BIN := $(CACHE)/cni-plugins-$(CNI_PLUGINS_VERSION:v%=%)
 
-.PHONY: all build install deps test unit lint fuzz integration cri matrix bench demo clean
+.PHONY: all build install deps test unit lint fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
 
 all: build
 
@@ -57,6 +59,7 @@ lint:
 
 unit: lint
 	$(GO) test -count=1 -tags e2e $(UNIT_PKGS)
+	$(GO) test -count=1 ./test/benchkeys
 	$(MAKE) -s -C zygote test OUT=$(BIN)
 	$(MAKE) -s -C preload test OUT=$(BIN)
 
@@ -95,17 +98,32 @@ matrix: deps build
 
 include test/vm/vm.mk
 
-test: deps build unit fuzz integration cri matrix test-vm
+# `make test` ends with `make demo` itself: the same boot, scenario and
+# node config a person runs, so that when the main job breaks, CI fails.
+test: deps build unit fuzz integration cri matrix shimbench-smoke test-vm benchkeys-smoke demo
+
+# The documentation's figures (README, docs/benchmarks.md) are all produced.
+BENCH_DOCS = $(foreach f,README.md $(wildcard docs/benchmarks.md),-doc $(f))
+benchkeys-smoke:
+	$(GO) run ./test/benchkeys $(BENCH_DOCS) $(OUT)/shimbench-smoke.json $(OUT)/bench-smoke.json
+
+# The host benchmark once with two runs (the VM benchmarks run in test-vm
+# with a few runs each): none of them can break unseen.
+shimbench-smoke: deps build
+	@mkdir -p $(OUT) && rm -f $(OUT)/shimbench-smoke.json
+	$(GO) run ./test/shimbench --runs 2 --out $(OUT)/shimbench-smoke.json
 
 # Benchmarks, side by side in one run: the shim against runc's (host), and
 # fork start in the rxe VM, the data plane and fork start across a pair of
 # guests; all figures go to out/bench.json.
 bench: deps build
-	@mkdir -p $(OUT)
+	@mkdir -p $(OUT) && rm -f $(OUT)/bench.json
 	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
 	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
-		$(GO) test -count=1 -tags e2e -v -timeout 30m -run TestVM ./test/vm
+		SWIFT_VM_BENCH_RUNS=$(VM_BENCH_RUNS) SWIFT_VM_SCENARIO_TIMEOUT=15m SWIFT_VM_TIMEOUT=50m \
+		$(GO) test -count=1 -tags e2e -v -timeout 60m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json
+	$(GO) run ./test/benchkeys $(BENCH_DOCS) $(OUT)/bench.json
 
 # The demo: boots the rxe VM, runs containerd with the Swift runtime, starts
 # two containers whose zygotes pre-connect QPs, runs a forked function's
@@ -115,7 +133,8 @@ demo: deps build
 	@echo "demo: booting the soft-RoCE VM (about 2-4 minutes under emulation; full log in out/demo.log)"
 	@set -o pipefail; SWIFT_VM_SCENARIOS=demo SWIFT_VM_CACHE=$(VM_CACHE) \
 		$(GO) test -count=1 -tags e2e -v -timeout 30m -run TestVM ./test/vm 2>&1 | tee $(OUT)/demo.log | \
-		grep -v -E '^\s+vm_test.go|^=== |^--- |^PASS|^ok ' || { echo "demo FAILED; tail of out/demo.log:"; tail -n 40 $(OUT)/demo.log; exit 1; }
+		grep -v -E '^\s+vm_test.go|^=== |^--- |^PASS|^ok ' || { echo "demo FAILED; tail of out/demo.log:"; tail -n 40 $(OUT)/demo.log; \
+		echo "demo FAILED: $$(grep -E '(FAIL|TIMEOUT): ' $(OUT)/demo.log | grep -v -e '--- FAIL' | tail -n 1 | sed 's/^[[:space:]]*//')"; exit 1; }
 
 clean:
 	rm -rf $(BIN) $(OUT)
