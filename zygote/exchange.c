@@ -489,6 +489,14 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 				snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
 				return refuse(x, e, EPROTO, 1);
 			}
+		/* what this zygote cannot hold for the peer is refused before
+		 * any row exists */
+		if (e->ops->admit) {
+			int st = e->ops->admit(e->ops->ctx, x->peer, x->flags, x->count, x->err, sizeof(x->err));
+
+			if (st)
+				return refuse(x, e, st, 1);
+		}
 		for (i = 0; i < x->count; i++)
 			if (x->remote[i].replaces && e->ops->replaced)
 				e->ops->replaced(e->ops->ctx, x->peer, x->remote[i].replaces);

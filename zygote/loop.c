@@ -212,6 +212,17 @@ void swift_conn_close(struct zygote *z, int ci)
 		}
 		if (c->purpose == P_POOL && c->x.peer >= 0 && c->x.step != X_HELDOPEN)
 			z->cfg.peers[c->x.peer].dialing = 0;
+		if (c->purpose == P_OWN && x->step == X_HELDOPEN && c->for_conn >= 0 &&
+		    z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
+		    z->conns[c->for_conn].attach) {
+			/* the peer dropped its side of a connect request's QPs:
+			 * the request ends, so its process learns of it */
+			int ctl = c->for_conn;
+
+			c->for_conn = -1;
+			z->conns[ctl].attach_conn = -1;
+			swift_conn_close(z, ctl);
+		}
 		/* a rebuild that did not finish: its broken rows wait for the next */
 		for (i = 0; i < c->nreplacing; i++)
 			z->dev.rows[c->replacing[i]].rebuilding = 0;
@@ -234,7 +245,39 @@ void swift_conn_close(struct zygote *z, int ci)
 		z->conn_hwm--;
 }
 
+/* held_refusal: whether peer's functions may hold count more QPs here
+ * (held exchanges, SWIFT_X_HELD; conn self not counted): at most
+ * SWIFT_HELD_PER_PEER exchanges and SWIFT_HELD_QPS_PER_PEER rows; 0, or
+ * EAGAIN with why. */
+static int held_refusal(struct zygote *z, int peer, int count, int self, char *err, size_t errlen)
+{
+	int i, n = 0, rows = 0;
+
+	/* held ones, and those in flight that made their rows already */
+	for (i = 0; i < z->conn_hwm; i++) {
+		const struct conn *c = &z->conns[i];
+
+		if (i != self && c->kind == C_XCHG && !c->x.client && c->x.peer == peer && (c->x.flags & SWIFT_X_HELD) &&
+		    (c->x.step == X_HELDOPEN || c->x.nrows > 0)) {
+			n++;
+			rows += c->x.nrows;
+		}
+	}
+	if (n >= SWIFT_HELD_PER_PEER || rows + count > SWIFT_HELD_QPS_PER_PEER) {
+		if (err)
+			snprintf(err, errlen, "its functions hold %d exchanges and %d QPs here (at most %d and %d); "
+					      "refused %d more", n, rows, SWIFT_HELD_PER_PEER, SWIFT_HELD_QPS_PER_PEER, count);
+		return EAGAIN;
+	}
+	return 0;
+}
+
 /* ---- row operations for the exchange --------------------------------------- */
+
+static int op_admit(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen)
+{
+	return flags & SWIFT_X_HELD ? held_refusal(ctx, peer, count, -1, err, errlen) : 0;
+}
 
 static int op_create(void *ctx, int peer, struct swift_qpinfo *local, char *err, size_t errlen)
 {
@@ -282,6 +325,7 @@ void swift_rowops_init(struct zygote *z)
 	z->rowops.connect = op_connect;
 	z->rowops.destroy = op_destroy;
 	z->rowops.replaced = op_replaced;
+	z->rowops.admit = op_admit;
 	z->xenv.cfg = &z->cfg;
 	z->xenv.keys = z->keys;
 	z->xenv.nkeys = z->nkeys;
@@ -523,19 +567,16 @@ static void xchg_done(struct zygote *z, int ci, int held)
 					r->retire = 1;
 			}
 		}
-		if (held && (x->flags & SWIFT_X_HELD)) {
-			int n = 0;
-
-			for (i = 0; i < z->conn_hwm; i++)
-				n += z->conns[i].kind == C_XCHG && !z->conns[i].x.client &&
-				     z->conns[i].x.step == X_HELDOPEN && z->conns[i].x.peer == x->peer;
-			if (n >= SWIFT_HELD_PER_PEER) {
-				swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
-				zlog(z, "peer %s at %s: its functions already hold %d exchanges; refused another", from, c->addr,
-				     n);
-				swift_conn_close(z, ci); /* destroys the rows it made */
-				return;
-			}
+		if (held && (x->flags & SWIFT_X_HELD) && held_refusal(z, x->peer, x->count, ci, NULL, 0)) {
+			/* admitted before its rows were made (op_admit), so only a
+			 * race gets here: the rows are committed, drop them here */
+			swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+			zlog(z, "peer %s at %s: beyond what its functions may hold here; dropped", from, c->addr);
+			for (i = 0; i < x->nrows; i++)
+				swift_row_destroy(&z->dev, x->rows[i]);
+			x->nrows = 0;
+			swift_conn_close(z, ci);
+			return;
 		}
 		for (i = 0; i < x->nrows; i++) {
 			struct pool_row *r = &z->dev.rows[x->rows[i]];
@@ -559,9 +600,11 @@ static void xchg_done(struct zygote *z, int ci, int held)
 			return;
 		}
 		if (held) {
-			/* kept open: when it closes, the function is gone */
+			/* kept open: when it closes, the function is gone (and a
+			 * peer that vanished without a word fails within 13 s) */
 			x->step = X_HELDOPEN;
 			c->deadline_us = 0;
+			keepalive(c->fd);
 			return;
 		}
 		if (!(x->flags & SWIFT_X_EPHEMERAL)) {
@@ -619,6 +662,7 @@ static void xchg_done(struct zygote *z, int ci, int held)
 			swift_relay_own_done(z, c->for_child, 0, x->count, x->remote);
 			x->step = X_HELDOPEN;
 			c->deadline_us = 0;
+			keepalive(c->fd);
 			return;
 		}
 		if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
@@ -626,6 +670,7 @@ static void xchg_done(struct zygote *z, int ci, int held)
 			swift_ctl_connect_done(z, c->for_conn, 0, NULL, x->count, x->remote);
 			x->step = X_HELDOPEN;
 			c->deadline_us = 0;
+			keepalive(c->fd);
 			return;
 		}
 		swift_conn_close(z, ci);

@@ -81,6 +81,27 @@ static int catch_signals(void)
 	return 0;
 }
 
+/* recv_by and sendmsg_all retry a call a signal interrupted (the socket's
+ * time-outs keep SA_RESTART from restarting it) until deadline: a signal
+ * swift-run forwards must not end it. */
+static ssize_t recv_by(int fd, void *buf, size_t len, unsigned long long deadline)
+{
+	ssize_t n;
+
+	while ((n = recv(fd, buf, len, 0)) < 0 && errno == EINTR && now_us() < deadline)
+		;
+	return n;
+}
+
+static ssize_t sendmsg_all(int fd, const struct msghdr *mh, unsigned long long deadline)
+{
+	ssize_t n;
+
+	while ((n = sendmsg(fd, mh, 0)) < 0 && errno == EINTR && now_us() < deadline)
+		;
+	return n;
+}
+
 /* wait_exit waits for the function's exit status, forwarding signals,
  * until deadline (0: none); -1 on error, 1 when the deadline passed. */
 static int wait_exit(int fd, struct swift_exit *ex, unsigned long long deadline)
@@ -109,10 +130,11 @@ static int wait_exit(int fd, struct swift_exit *ex, unsigned long long deadline)
 
 			memcpy(s.magic, SWIFT_SIG_MAGIC, 4);
 			s.signo = b;
-			send(fd, &s, sizeof(s), MSG_NOSIGNAL);
+			while (send(fd, &s, sizeof(s), MSG_NOSIGNAL) < 0 && errno == EINTR)
+				;
 		}
 		if (p[0].revents)
-			return recv(fd, ex, sizeof(*ex), 0) == (ssize_t)sizeof(*ex) ? 0 : -1;
+			return recv_by(fd, ex, sizeof(*ex), now_us() + 30000000ULL) == (ssize_t)sizeof(*ex) ? 0 : -1;
 	}
 }
 
@@ -224,7 +246,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "swift-run: pipe: %s\n", strerror(errno));
 		return 125;
 	}
-	if (sendmsg(fd, &mh, 0) < 0 || recv(fd, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep)) {
+	if (sendmsg_all(fd, &mh, t0 + 30000000ULL) < 0 || recv_by(fd, &rep, sizeof(rep), t0 + 30000000ULL) != (ssize_t)sizeof(rep)) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			fprintf(stderr, "swift-run: the zygote did not answer within %ld s\n", (long)tv.tv_sec);
 		else
@@ -238,7 +260,7 @@ int main(int argc, char **argv)
 	}
 	if (req.flags & SWIFT_REQ_STATUS) {
 		char buf[32768];
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		ssize_t n = recv_by(fd, buf, sizeof(buf), t0 + 30000000ULL);
 
 		if (n > 0)
 			fwrite(buf, 1, (size_t)n, stdout);

@@ -187,7 +187,7 @@ static int ask_zygote(const struct swift_cfg *cfg, const char *peer, const struc
 	}
 	n = recv(fd, b, sizeof(b), 0);
 	if (n != (ssize_t)sizeof(b)) {
-		snprintf(err, errlen, "the zygote's QP reply: %zd bytes (%s)", n, n < 0 ? strerror(errno) : "short");
+		snprintf(err, errlen, "the zygote's QP reply: %s", n < 0 ? strerror(errno) : "short or missing");
 		close(fd);
 		return -1;
 	}
@@ -277,6 +277,15 @@ static int child(const char *config, const char *peer_name, int timeout_ms, int 
 	return 0;
 }
 
+/* whole: s is a whole number from lo to hi, nothing else */
+static int whole(const char *s, long lo, long hi)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *s && !*end && v >= lo && v <= hi;
+}
+
 int main(int argc, char **argv)
 {
 	const char *config = "/.swift/pool.conf", *peer = NULL;
@@ -290,8 +299,7 @@ int main(int argc, char **argv)
 			config = argv[++ai];
 		else if (!strcmp(argv[ai], "--peer") && ai + 1 < argc)
 			peer = argv[++ai];
-		else if (!strcmp(argv[ai], "--timeout") && ai + 1 < argc && atoi(argv[ai + 1]) > 0 &&
-			 atoi(argv[ai + 1]) <= 3600)
+		else if (!strcmp(argv[ai], "--timeout") && ai + 1 < argc && whole(argv[ai + 1], 1, 3600))
 			timeout_s = atoi(argv[++ai]);
 		else if (!strcmp(argv[ai], "--child"))
 			is_child = 1;
@@ -324,16 +332,24 @@ int main(int argc, char **argv)
 			args[n++] = "--direct";
 		args[n++] = "--child";
 		args[n] = NULL;
-		/* the child bounds its own waits; the alarm, kept across exec,
-		 * bounds the child */
-		alarm((unsigned)timeout_s + 5);
+		/* the child bounds each of its waits; the alarm, kept across
+		 * exec (its default action restored, unblocked), bounds them all */
+		{
+			sigset_t set;
+
+			signal(SIGALRM, SIG_DFL);
+			sigemptyset(&set);
+			sigaddset(&set, SIGALRM);
+			sigprocmask(SIG_UNBLOCK, &set, NULL);
+		}
+		alarm((unsigned)(3 * timeout_s + 5));
 		execv("/proc/self/exe", args);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return 1;
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-		fprintf(stderr, "swift-warm: the fresh process did not finish within %d s; killed\n", timeout_s + 5);
+		fprintf(stderr, "swift-warm: the fresh process did not finish within %d s; killed\n", 3 * timeout_s + 5);
 		return 1;
 	}
 	printf("warm_us %llu\n", (unsigned long long)(swift_now_us() - t0));

@@ -727,10 +727,22 @@ static void test_relay(void)
 /* A fake pool: rows are numbers; it counts what lives. */
 struct fake {
 	int live[SWIFT_MAX_QPS];
-	int nlive, created, fail_create_at, fail_connect;
+	int nlive, created, fail_create_at, fail_connect, refuse_admit;
 	uint32_t replaced[8];
 	int nreplaced;
 };
+
+static int f_admit(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen)
+{
+	struct fake *f = ctx;
+
+	(void)peer;
+	if (f->refuse_admit && (flags & SWIFT_X_HELD)) {
+		snprintf(err, errlen, "fake: %d held QPs refused", count);
+		return EAGAIN;
+	}
+	return 0;
+}
 
 static int f_create(void *ctx, int peer, struct swift_qpinfo *local, char *err, size_t errlen)
 {
@@ -826,6 +838,7 @@ static void side_init(struct side *s, const char *name, const char *tenant, cons
 	s->ops.connect = f_connect;
 	s->ops.destroy = f_destroy;
 	s->ops.replaced = f_replaced;
+	s->ops.admit = f_admit;
 	s->env.cfg = &s->cfg;
 	s->env.keys = s->keys;
 	s->env.ops = &s->ops;
@@ -1001,6 +1014,21 @@ static void test_exchange(void)
 	side_init(b, "b", "t1", K1, "a");
 	run_pair(a, b, 2, SWIFT_X_HELD, NULL, NULL, &ra, &rb);
 	check(ra == XC_HELD && rb == XC_HELD, "exchange: a held exchange stays open on both ends");
+
+	/* a held exchange the server cannot hold more of is refused after
+	 * the proofs, before either side makes a row: nothing is left */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	b->fake.refuse_admit = 1;
+	run_pair(a, b, 2, SWIFT_X_HELD, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && b->fake.nlive == 0 && a->fake.nlive == 0 &&
+		      a->x.status == EAGAIN && strstr(b->x.err, "held QPs refused"),
+	      "exchange: a held exchange beyond the server's room is refused before any row, on both sides");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	b->fake.refuse_admit = 1;
+	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE && b->fake.nlive == 2, "exchange: the room for held QPs limits held ones only");
 
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");

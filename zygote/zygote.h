@@ -48,6 +48,7 @@
 #define SWIFT_X_PER_SOURCE 8
 #define SWIFT_WAITING_MAX 32    /* fork requests waiting for QPs on demand */
 #define SWIFT_HELD_PER_PEER 64  /* a peer's functions holding QPs of their own */
+#define SWIFT_HELD_QPS_PER_PEER (SWIFT_MAX_QPS / 4) /* ... and the rows they hold here */
 #define SWIFT_ATTACHED_MAX 32   /* connect requests open at once */
 
 /* Deadlines (microseconds). */
@@ -361,6 +362,10 @@ struct swift_rowops {
 	void (*destroy)(void *ctx, int row);
 	/* server: a peer replaced its QP `qpn` (our row's remote) */
 	void (*replaced)(void *ctx, int peer, uint32_t qpn);
+	/* server (may be NULL): whether the authenticated peer may have count
+	 * more rows for an exchange with these flags: 0, or the errno it is
+	 * refused with before any row exists */
+	int (*admit)(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen);
 };
 
 struct swift_xenv {
