@@ -42,6 +42,7 @@ build:
 	$(MAKE) -s -C preload OUT=$(BIN)
 
 install: build
+	install -d $(PREFIX)/bin
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swift-hook $(BIN)/swiftctl $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
 	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/

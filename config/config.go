@@ -56,6 +56,9 @@ type Config struct {
 	// PolicyPath is the tenant policy file (see PolicyFile); "" runs
 	// without a policy.
 	PolicyPath string `toml:"policy_path"`
+	// PolicyPathSet records that the file sets policy_path itself (Parse):
+	// a policy named so is required (see PolicyNamed).
+	PolicyPathSet bool `toml:"-"`
 	// CRINamespace is the containerd namespace of the CRI plugin: only a
 	// container in it is a pod container (its CRI annotations name its
 	// pod's namespace); any other is a local caller.
@@ -197,7 +200,7 @@ func (c Config) checkPolicyFile(name string) error {
 	}
 	fi, err := os.Stat(p)
 	switch {
-	case errors.Is(err, os.ErrNotExist) && p == DefaultPolicyPath:
+	case errors.Is(err, os.ErrNotExist) && p == DefaultPolicyPath && !c.PolicyNamed():
 		return nil // a fresh node runs without a policy (policy.LoadNode)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("node config %s: %s names %s, which does not exist: the shim refuses every opted-in container "+
@@ -219,6 +222,7 @@ func (c Config) checkPolicyFile(name string) error {
 func Parse(name string, data []byte) (Config, error) {
 	c := Default()
 	pos, problems, _ := tomlfile.Decode(data, &c)
+	c.PolicyPathSet = pos.Line("policy_path") > 0
 	// A file that does not parse leaves the defaults, which are valid.
 	for _, p := range c.problems() {
 		p.Line = pos.Line(p.Key)
@@ -311,6 +315,15 @@ func (c Config) PolicyFile() string {
 		return p
 	}
 	return c.PolicyPath
+}
+
+// PolicyNamed reports whether the tenant policy is named explicitly — by
+// $SWIFT_POLICY, or by a policy_path the config file sets, even to the
+// default path — rather than taken by default: a named policy that does
+// not exist fails closed. Only the built-in default on a node that never
+// enforced a policy may be missing.
+func (c Config) PolicyNamed() bool {
+	return os.Getenv(EnvPolicy) != "" || c.PolicyPathSet
 }
 
 // MemlockBytes is RDMA.Memlock as a byte count (MemlockUnlimited for "unlimited").

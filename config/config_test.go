@@ -124,11 +124,12 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{
-		LogLevel:     "debug",
-		StateDir:     "/srv/swift",
-		PolicyPath:   "/srv/swift/policy.toml",
-		CRINamespace: "cri",
-		KeysDir:      "/srv/swift/keys",
+		LogLevel:      "debug",
+		StateDir:      "/srv/swift",
+		PolicyPath:    "/srv/swift/policy.toml",
+		PolicyPathSet: true,
+		CRINamespace:  "cri",
+		KeysDir:       "/srv/swift/keys",
 		RDMA: RDMA{
 			Default: true, Memlock: "1GiB", HCAHandle: 16, HCAObject: 4096,
 			SysRoot: "/host", DevRoot: "/host/dev",
@@ -160,7 +161,7 @@ func TestParseFields(t *testing.T) {
 		{"comments only", "# nothing\n\n", Default()},
 		{"log_level", `log_level = "trace"`, with(func(c *Config) { c.LogLevel = "trace" })},
 		{"state_dir", `state_dir = "/tmp/s"`, with(func(c *Config) { c.StateDir = "/tmp/s" })},
-		{"policy_path", `policy_path = "/tmp/p.toml"`, with(func(c *Config) { c.PolicyPath = "/tmp/p.toml" })},
+		{"policy_path", `policy_path = "/tmp/p.toml"`, with(func(c *Config) { c.PolicyPath, c.PolicyPathSet = "/tmp/p.toml", true })},
 		{"rdma.default", "[rdma]\ndefault = true", with(func(c *Config) { c.RDMA.Default = true })},
 		{"rdma.memlock", "[rdma]\nmemlock = \"64KiB\"", with(func(c *Config) { c.RDMA.Memlock = "64KiB" })},
 		{"rdma.hca_handle", "[rdma]\nhca_handle = 4294967295", with(func(c *Config) { c.RDMA.HCAHandle = math.MaxUint32 })},
@@ -550,6 +551,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-Parse(%q) of accepted config: %v", out, err)
 		}
+		c2.PolicyPathSet = c.PolicyPathSet // Marshal writes policy_path whether the input set it or not
 		if len(c.RDMA.Env) == 0 && len(c2.RDMA.Env) == 0 {
 			c.RDMA.Env, c2.RDMA.Env = nil, nil // an empty [rdma.env] may come back absent
 		}
@@ -590,6 +592,10 @@ func TestCheck(t *testing.T) {
 		{"policy present", write("ok.toml", "policy_path = \""+policyFile+"\"\n"), "", nil, ""},
 		{"no policy by choice", write("none.toml", "policy_path = \"\"\n"), "", nil, ""},
 		{"built-in policy path missing (a fresh node runs open)", write("default.toml", "log_level = \"info\"\n"), "", nil, ""},
+		{"policy_path names the built-in path, missing", write("named.toml", "policy_path = \""+DefaultPolicyPath+"\"\n"), "",
+			errdefs.IsFailedPrecondition,
+			"node config " + filepath.Join(dir, "named.toml") + ": policy_path names " + DefaultPolicyPath + ", which does not exist: the shim refuses every opted-in container " +
+				"until it does (write the tenant policy there, correct the path, or set policy_path = \"\" to run without a policy): failed precondition"},
 		{"policy_path names a missing file", write("typo.toml", "policy_path = \""+typo+"\"\n"), "", errdefs.IsFailedPrecondition,
 			"node config " + filepath.Join(dir, "typo.toml") + ": policy_path names " + typo + ", which does not exist: the shim refuses every opted-in container " +
 				"until it does (write the tenant policy there, correct the path, or set policy_path = \"\" to run without a policy): failed precondition"},

@@ -158,7 +158,7 @@ func loadNode(cfg config.Config, defaultPath string) (*Policy, error) {
 		led := filepath.Join(cfg.StateDir, ledger.FileName)
 		_, lerr := os.Stat(led)
 		switch {
-		case path != defaultPath:
+		case path != defaultPath || cfg.PolicyNamed():
 			return nil, fmt.Errorf("tenant policy %s (policy_path or $%s) does not exist: no RDMA container is created without it "+
 				"(fix the path, or set policy_path = \"\" to run without a policy): %w", path, config.EnvPolicy, errdefs.ErrFailedPrecondition)
 		case lerr == nil:

@@ -150,6 +150,12 @@ func TestLoadNode(t *testing.T) {
 	if p, err := load(def); err != nil || !p.IsOpen() {
 		t.Errorf("missing default policy, no ledger: %+v, %v; want the open policy", p, err)
 	}
+	// the default path named by the config file itself: required
+	named := cfg
+	named.PolicyPath, named.PolicyPathSet = def, true
+	if _, err := loadNode(named, def); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), def+" (policy_path or $SWIFT_POLICY) does not exist") {
+		t.Errorf("missing default policy named by policy_path: %v; want FailedPrecondition naming %s", err, def)
+	}
 	// a configured path that does not exist (a typo): fail closed
 	typo := filepath.Join(dir, "polcy.toml")
 	if _, err := load(typo); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), typo+" (policy_path or $SWIFT_POLICY) does not exist") {
