@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
 )
 
@@ -417,9 +418,9 @@ func PlanInstall(o Options) (*Plan, error) {
 		plan.Changes = append(plan.Changes, Change{Path: dropIn, Old: old, New: want, Mode: 0o644, What: what})
 	}
 	if !bytes.Equal(rc.Src, rootNew) || rc.Src == nil {
-		what := "add " + quote(imp) + " to imports"
+		what := "add " + tomlfile.Quote(imp) + " to imports"
 		if rc.Src == nil {
-			what = "create a minimal root config importing " + quote(imp)
+			what = "create a minimal root config importing " + tomlfile.Quote(imp)
 		}
 		plan.Changes = append(plan.Changes, Change{Path: o.ConfigPath, Old: rc.Src, New: rootNew, Mode: rc.Mode, What: what})
 	}
@@ -517,7 +518,7 @@ func PlanUninstall(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("containerd config %s: %w", o.ConfigPath, err)
 	}
 	if removed != "" {
-		c := Change{Path: o.ConfigPath, Old: rc.Src, New: rootNew, Mode: rc.Mode, What: "remove " + quote(removed) + " from imports"}
+		c := Change{Path: o.ConfigPath, Old: rc.Src, New: rootNew, Mode: rc.Mode, What: "remove " + tomlfile.Quote(removed) + " from imports"}
 		if bytes.Equal(rootNew, fmt.Appendf(nil, "%s\nversion = %d\n", markerCreated, rc.Version)) {
 			c.New, c.What = nil, "remove the root config install created"
 		}
@@ -540,7 +541,7 @@ func addImport(src []byte, imp string) ([]byte, error) {
 		}
 		var b bytes.Buffer
 		b.Write(src[:e.Start])
-		fmt.Fprintf(&b, markerExtended+"\n", quote(imp))
+		fmt.Fprintf(&b, markerExtended+"\n", tomlfile.Quote(imp))
 		for _, l := range strings.SplitAfter(strings.TrimSuffix(string(src[e.Start:e.End]), "\n"), "\n") {
 			b.WriteString(markerWasLine + strings.TrimSuffix(l, "\n") + "\n")
 		}
@@ -557,7 +558,7 @@ func addImport(src []byte, imp string) ([]byte, error) {
 	if v.End == len(src) && !bytes.HasSuffix(src, []byte("\n")) {
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, markerAdded+"\nimports = %s\n", quote(imp), quoteList([]string{imp}))
+	fmt.Fprintf(&b, markerAdded+"\nimports = %s\n", tomlfile.Quote(imp), quoteList([]string{imp}))
 	b.Write(src[v.End:])
 	return b.Bytes(), nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 )
 
 // RuncRuntime is the runtime entry whose options the Swift entry copies:
@@ -209,7 +211,7 @@ func runcOptions(runc map[string]any, where string) (binary string, systemd bool
 			want := map[string]string{"string": "a string", "bool": "true or false", "uint32": "an integer from 0 to 4294967295"}[typ]
 			shown := fmt.Sprint(v)
 			if s, isStr := v.(string); isStr {
-				shown = quote(s)
+				shown = tomlfile.Quote(s)
 			}
 			return "", false, nil, nil, fmt.Errorf("%s: options.%s = %s: runc wants %s; correct it there, then run install again: %w",
 				where, k, shown, want, errdefs.ErrInvalidArgument)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 )
 
 // RuntimeType is the runtime type containerd resolves to containerd-shim-swift-v2.
@@ -62,7 +64,7 @@ type Params struct {
 	CRISection map[string]any
 }
 
-var dropIn = template.Must(template.New("drop-in").Funcs(template.FuncMap{"quote": quote}).Parse(
+var dropIn = template.Must(template.New("drop-in").Funcs(template.FuncMap{"quote": tomlfile.Quote}).Parse(
 	`{{if eq .Version 2 -}}
 # containerd 1.7 (config version 2): drop into the directory named by
 # ` + "`imports`" + ` in {{.Root}} (which must say ` + "`version = 2`" + `).
@@ -159,7 +161,7 @@ func Render(p Params) ([]byte, error) {
 func tomlValue(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
-		return quote(x), nil
+		return tomlfile.Quote(x), nil
 	case bool:
 		return strconv.FormatBool(x), nil
 	case int64:

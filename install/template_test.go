@@ -129,23 +129,6 @@ func TestValidateRuntimeName(t *testing.T) {
 	}
 }
 
-func TestQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"/etc/a.toml": `"/etc/a.toml"`,
-		`a"b\c`:       `"a\"b\\c"`,
-		"t\tn\n\x01":  `"t\tn\n\u0001"`,
-		"é":           `"é"`,
-	} {
-		got := quote(in)
-		if got != want {
-			t.Errorf("quote(%q) = %s, want %s", in, got, want)
-		}
-		if tree, err := parseTOML("q", []byte("K = "+got)); err != nil || tree["K"] != in {
-			t.Errorf("quote(%q) = %s does not parse back: %v %v", in, got, tree, err)
-		}
-	}
-}
-
 func splitPath(p string) []string { return strings.Split(p, "/") }
 
 func equalAny(a, b any) bool {

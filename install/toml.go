@@ -1,43 +1,16 @@
 package install
 
 import (
-	"fmt"
 	"strings"
-)
 
-// quote renders s as a TOML basic string.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04X`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+	"github.com/swift-rdma/swift-containerd/config/tomlfile"
+)
 
 // quoteList renders ss as a one-line TOML array of basic strings.
 func quoteList(ss []string) string {
 	q := make([]string, len(ss))
 	for i, s := range ss {
-		q[i] = quote(s)
+		q[i] = tomlfile.Quote(s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }

@@ -452,9 +452,14 @@ func quoteKey(k string) string {
 	if bare {
 		return k
 	}
+	return Quote(k)
+}
+
+// Quote renders s as a TOML basic string.
+func Quote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
-	for _, r := range k {
+	for _, r := range s {
 		switch r {
 		case '"':
 			b.WriteString(`\"`)

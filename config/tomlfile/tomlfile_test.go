@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/pelletier/go-toml/v2"
 )
 
 type sub struct {
@@ -191,6 +192,24 @@ func TestQuoteKey(t *testing.T) {
 	} {
 		if got := quoteKey(in); got != want {
 			t.Errorf("quoteKey(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/etc/a.toml": `"/etc/a.toml"`,
+		`a"b\c`:       `"a\"b\\c"`,
+		"t\tn\n\x01":  `"t\tn\n\u0001"`,
+		"é":           `"é"`,
+	} {
+		got := Quote(in)
+		if got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+		var tree map[string]any
+		if err := toml.Unmarshal([]byte("K = "+got), &tree); err != nil || tree["K"] != in {
+			t.Errorf("Quote(%q) = %s does not parse back: %v %v", in, got, tree, err)
 		}
 	}
 }
