@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -467,7 +469,7 @@ func inheritRunc(p *Params, plan *Plan, o Options, trees []map[string]any, files
 	if len(runc) > 0 {
 		p.RuncOptions, p.RuncFrom = rest, from
 		copied := []string{}
-		for _, k := range sortedKeys(runc) {
+		for _, k := range slices.Sorted(maps.Keys(runc)) {
 			if _, ok := shimOptions[k]; ok && k != "SwiftConfig" {
 				copied = append(copied, k)
 			}

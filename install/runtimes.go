@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -187,7 +188,7 @@ var shimOptions = map[string]string{
 func runcOptions(runc map[string]any, where string) (binary string, systemd bool, rest map[string]any, notes []string, err error) {
 	rest = map[string]any{}
 	var skipped []string
-	for _, k := range sortedKeys(runc) {
+	for _, k := range slices.Sorted(maps.Keys(runc)) {
 		v := runc[k]
 		typ, known := shimOptions[k]
 		switch {
@@ -244,15 +245,6 @@ func isZero(v any) bool {
 		return x == 0
 	}
 	return false
-}
-
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // checkRunc refuses a runc binary that is not an executable file.

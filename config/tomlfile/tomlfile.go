@@ -10,8 +10,10 @@ package tomlfile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -250,7 +252,7 @@ func (d *decoder) assign(dst reflect.Value, val any, p path) bool {
 			dst.Set(reflect.MakeMapWithSize(t, len(m)))
 		}
 		whole := true
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			elem := reflect.New(t.Elem()).Elem()
 			if !d.assign(elem, m[k], p.key(k)) {
 				whole = false
@@ -270,7 +272,7 @@ func (d *decoder) assign(dst reflect.Value, val any, p path) bool {
 		}
 		fields := fieldsOf(t)
 		whole := true
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			i, ok := fields[k]
 			if !ok {
 				d.add(p.key(k), "unknown key (known here: "+known(t, p.spelled)+")")
@@ -285,15 +287,6 @@ func (d *decoder) assign(dst reflect.Value, val any, p path) bool {
 	}
 	d.mistyped(p, t, val)
 	return false
-}
-
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // fieldsOf maps the toml keys of struct t to field indices.
