@@ -191,6 +191,15 @@ func parseTOML(path string, src []byte) (map[string]any, error) {
 	return tree, nil
 }
 
+// readImported reads and parses f, a file the root config imports.
+func readImported(f string) (map[string]any, error) {
+	src, err := os.ReadFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("read imported config %s: %w", f, err)
+	}
+	return parseTOML(f, src)
+}
+
 // resolve makes an import entry absolute the way containerd does: relative
 // to the directory of the file that imports it.
 func resolve(root, imp string) string {
@@ -348,11 +357,7 @@ func PlanInstall(o Options) (*Plan, error) {
 	trees := []map[string]any{rc.Tree}
 	files := []string{o.ConfigPath}
 	for _, f := range others {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("read imported config %s: %w", f, err)
-		}
-		tree, err := parseTOML(f, src)
+		tree, err := readImported(f)
 		if err != nil {
 			return nil, err
 		}

@@ -69,11 +69,7 @@ func ReadCRI(path string) (*CRIConfig, error) {
 	}
 	trees := []map[string]any{rc.Tree}
 	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("read imported config %s: %w", f, err)
-		}
-		tree, err := parseTOML(f, src)
+		tree, err := readImported(f)
 		if err != nil {
 			return nil, err
 		}
