@@ -55,6 +55,8 @@ var exampleFiles = map[string]string{
 	"dra/claim.yaml":           "TestExampleManifests",
 	"k8s/tenant-keys.yaml":     "TestExampleManifests",
 	"k8s/zygote-pod.yaml":      "TestExampleManifests",
+	"crictl/pod.json":          "TestExampleCrictl, the quickstart VM scenario",
+	"crictl/container.json":    "TestExampleCrictl, the quickstart VM scenario",
 	"containerd/swift-v2.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
 	"containerd/swift-v3.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
 }

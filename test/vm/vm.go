@@ -45,8 +45,13 @@ const (
 	// ScenarioCNI runs two pods with their own network namespaces
 	// (macvlan on the RoCE link, host-local addresses) whose zygotes
 	// pre-connect over the pods' own GIDs.
-	ScenarioCNI     = "cni"
-	ScenarioHostile = "hostile"
+	ScenarioCNI = "cni"
+	// ScenarioQuickstart follows the README's quickstart step by step as
+	// an operator without Kubernetes would: make install, swiftctl
+	// install containerd, the example policy, doctor, and the first pod
+	// through crictl with examples/crictl (guest/quickstart.sh).
+	ScenarioQuickstart = "quickstart"
+	ScenarioHostile    = "hostile"
 	// ScenarioXData and the other x- scenarios run on a pair of guests.
 	ScenarioXData    = "x-data"
 	ScenarioXKeys    = "x-keys"
@@ -73,7 +78,7 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
-	ScenarioAlloc, ScenarioCNI, ScenarioDemoHang,
+	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
 
@@ -578,7 +583,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 // NeedsCRI reports whether a scenario runs pods through containerd's CRI
 // plugin (the guest then enables it and imports the images).
 func NeedsCRI(name string) bool {
-	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI
+	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI || name == ScenarioQuickstart
 }
 
 // EnvCNIBin names the directory of the CNI plugins (make deps builds them).
@@ -591,13 +596,24 @@ const (
 	VMRootRef = "swift.local/vmroot:1"
 )
 
+// workerScript is the vmroot image's /bin/worker: the command of the
+// examples' pod (examples/runtimeclass.yaml, examples/crictl), whose
+// image the quickstart scenario replaces with vmroot. It waits until it
+// is stopped.
+const workerScript = `#!/bin/sh
+# the examples' worker (registry.example/rdma-worker:1.0 /bin/worker): waits
+trap 'exit 0' TERM INT
+sleep 86400 &
+wait
+`
+
 // prepareCRI writes the CRI images to runDir/images (pause.tar,
 // vmroot.tar: docker archives for `ctr images import`) and returns the
 // guest's path of crictl's directory.
 func prepareCRI(ctx context.Context, c Config, runDir string) (string, error) {
 	if c.CrictlDir == "" || !isExecFile(filepath.Join(c.CrictlDir, "crictl")) {
-		return "", fmt.Errorf("scenarios %s and %s need crictl: $%s=%q has none (run `make deps`)",
-			ScenarioXCRI, ScenarioAlloc, harness.EnvCrictlBin, c.CrictlDir)
+		return "", fmt.Errorf("scenarios %s, %s, %s and %s need crictl: $%s=%q has none (run `make deps`)",
+			ScenarioXCRI, ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, harness.EnvCrictlBin, c.CrictlDir)
 	}
 	dir := filepath.Join(runDir, "images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -611,6 +627,8 @@ func prepareCRI(ctx context.Context, c Config, runDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// /bin is a link to usr/bin in the rootfs
+	files["usr/bin/worker"] = harness.File{Mode: 0o755, Data: []byte(workerScript)}
 	root := harness.Image{Ref: VMRootRef, Files: files, Cmd: []string{"/bin/sh"}}
 	for name, img := range map[string]harness.Image{"pause.tar": pause, "vmroot.tar": root} {
 		if err := harness.WriteDockerArchive(filepath.Join(dir, name), img); err != nil {

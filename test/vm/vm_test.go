@@ -548,6 +548,8 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("ex_tasks", "0")
 		want("mode_after", "netns shared")
 		want("pods_left", "0")
+	case ScenarioQuickstart:
+		checkQuickstart(t, cfg, f, want)
 	case ScenarioQPLimit:
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4
 		if !strings.Contains(f["rdma_max"], "hca_object=16") {
@@ -729,5 +731,76 @@ func checkDemoHang(t *testing.T, cfg Config, res Result) {
 	if last, want := lines[len(lines)-1],
 		"FAIL: step 'a step made to hang on purpose (it reads a FIFO no one writes)' timed out after 15 s"; last != want {
 		t.Errorf("%s: the log's last line is %q, want %q", ScenarioDemoHang, last, want)
+	}
+}
+
+// Where guest/quickstart.sh keeps what a node has under /usr/local and /etc.
+const (
+	quickstartRoot   = "/var/lib/swift-quickstart"
+	quickstartPrefix = quickstartRoot + "/usr/local"
+	quickstartPolicy = quickstartRoot + "/etc/swift/policy.toml"
+)
+
+// checkQuickstart asserts that the README's quickstart, followed step by
+// step on the rxe guest, ran a pod: installed, configured, checked, the
+// first pod's container with the example tenant's devices and limits, the
+// same pod refused in namespace default, and nothing left.
+func checkQuickstart(t *testing.T, cfg Config, f map[string]string, want func(key, val string)) {
+	t.Helper()
+	// Install: make install PREFIX=...
+	want("install_bin", "containerd-shim-swift-v2 swift-hook swiftctl")
+	want("install_lib", "handlers/ lib/ libswiftverbs.so swift-init swift-profile swift-run swift-warm swift-warm-dyn")
+	want("swiftctl_path", quickstartPrefix+"/bin/swiftctl")
+	// Configure containerd: the dry run shows the Swift entry with the
+	// runc entry's options, and writes nothing
+	if f["runc_path"] == "" {
+		t.Errorf("quickstart: no runc path")
+	}
+	want("dryrun_runtime_type", "io.containerd.swift.v2")
+	want("dryrun_binaryname", f["runc_path"])
+	want("dryrun_systemdcgroup", "false")
+	want("dryrun_swiftconfig", quickstartRoot+"/etc/swift/config.toml")
+	want("dryrun_pod_annotations", "[swift.io/*]")
+	want("dryrun_written", "0")
+	want("dropin", "swift.toml")
+	want("imports", "["+quickstartRoot+"/etc/containerd/conf.d/*.toml]")
+	want("images", PauseRef+" "+VMRootRef)
+	// Tenant policy: the example, with the node's device
+	want("policy_devices", "[rxe0]")
+	want("config_check", "0")
+	want("policy_check", "0")
+	want("policy_team_a", "tenant team-a")
+	// doctor on the node as installed: the Swift runtime entry in
+	// containerd's CRI config, the shim on containerd's PATH, the hook and
+	// the zygote's files where make install put them, the policy
+	for _, k := range []string{"containerd.cri_runtime", "shim.binary", "hooks.swift-hook", "zygote.bin_dir",
+		"node.config", "tenant.policy", "containerd", "runc", "rdma.device_rxe0"} {
+		want("doctor."+k, "OK")
+	}
+	// First pod: the README's crictl commands
+	want("worker_state", "CONTAINER_RUNNING")
+	// ls /dev/infiniband; echo $SWIFT_RDMA_DEVICES; ulimit -l: the
+	// device's nodes, its name, and team-a's container.memlock, 1Gi =
+	// 1073741824 bytes, in KiB as ulimit -l prints it (the node config's
+	// rdma.memlock, unlimited, is higher)
+	want("exec_out", "rdma_cm|uverbs0|rxe0|1048576")
+	want("shim_exe", quickstartPrefix+"/bin/containerd-shim-swift-v2")
+	want("lease", "team-a rxe0 64 1GiB")
+	// the same pod in namespace default: refused at start, naming it
+	want("default_refused", "1")
+	msg := `pod namespace "default" is not mapped to any tenant in ` + quickstartPolicy + ` (add it to a tenant's namespaces)`
+	want("default_error", msg)
+	want("default_tasks", "0")
+	// the README quotes the same refusal for /etc/swift/policy.toml
+	if b, err := os.ReadFile(filepath.Join(cfg.Repo, "README.md")); err != nil {
+		t.Error(err)
+	} else if readme := strings.Join(strings.Fields(string(b)), " "); !strings.Contains(readme,
+		strings.Replace(msg, quickstartPolicy, "/etc/swift/policy.toml", 1)) {
+		t.Errorf("quickstart: README.md does not quote the refusal the shim gives: %s", msg)
+	}
+	// nothing left, and containerd stopped
+	for _, k := range []string{"pods_left", "containers_left", "tasks_left", "leases_left", "shims_left",
+		"containerd_left", "shims_after_stop"} {
+		want(k, "0")
 	}
 }

@@ -32,6 +32,10 @@
 #                      (pods.sh)
 #   cni                two pods with their own netns (macvlan, host-local)
 #                      pre-connect over their own GIDs (pods.sh)
+#   quickstart         the README's quickstart step by step: make install,
+#                      swiftctl install containerd, the example policy,
+#                      doctor, and the first pod through crictl with
+#                      examples/crictl (quickstart.sh)
 #   fork-bench         fork start timings (plain fork, fork with a QP, first
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
@@ -1162,9 +1166,10 @@ scenario_probe() {
 . "$(dirname "$0")/verbs.sh"
 . "$(dirname "$0")/xscenarios.sh"
 . "$(dirname "$0")/pods.sh"
+. "$(dirname "$0")/quickstart.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | fork-bench | demo | demo-hang | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
