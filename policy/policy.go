@@ -136,6 +136,16 @@ func Open() *Policy {
 // nothing is enforced and no ledger is kept.
 func (p *Policy) IsOpen() bool { return p.open }
 
+// TenantNames returns the names of p's tenants, sorted.
+func (p *Policy) TenantNames() []string {
+	names := make([]string, 0, len(p.Tenants))
+	for n := range p.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // LoadNode loads the policy the node config names (cfg.PolicyFile), and
 // fails closed when it is missing: policy_path = "" is the only way to run
 // without a policy (Open). The one exception is the built-in default path
@@ -436,12 +446,7 @@ func (v *validator) memlock(key string, p *string) uint64 {
 // overlaps refuses a namespace (or pattern) that maps to two tenants.
 func (v *validator) overlaps(p *Policy) {
 	owner := map[string]string{}
-	names := make([]string, 0, len(p.Tenants))
-	for n := range p.Tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range p.TenantNames() {
 		for i, ns := range p.Tenants[n].Namespaces {
 			if o, ok := owner[ns]; ok {
 				v.add(fmt.Sprintf("%s.namespaces[%d]", tomlfile.Join("tenants", n), i),

@@ -150,12 +150,7 @@ func (p *Policy) claimed(c Caller, claim string) (*Tenant, error) {
 func (p *Policy) tenantOf(ns string, field func(*Tenant) []string) *Tenant {
 	var best *Tenant
 	bestLen := -1
-	names := make([]string, 0, len(p.Tenants))
-	for n := range p.Tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range p.TenantNames() {
 		t := p.Tenants[n]
 		for _, pat := range field(t) {
 			if pat == ns {

@@ -189,12 +189,7 @@ func openPolicyReport(path string) policyReport {
 func policyReportOf(p *policy.Policy) policyReport {
 	r := policyReport{Path: strOrNull(p.Path), Enforced: true, LocalTenant: strOrNull(p.LocalTenant),
 		Tenants: []tenantReport{}, Namespaces: []namespaceReport{}}
-	names := make([]string, 0, len(p.Tenants))
-	for n := range p.Tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range p.TenantNames() {
 		t := p.Tenants[n]
 		tr := tenantReport{Name: n, Namespaces: orEmpty(t.Namespaces), ClaimableFrom: orEmpty(t.ClaimableFrom), Local: t.Local,
 			Devices: t.Devices, ForkSharing: t.ForkSharing, Seccomp: t.Seccomp, KeyFile: strOrNull(t.KeyFile)}
@@ -246,12 +241,7 @@ func namespaceExamples(p *policy.Policy) []nsExample {
 			exs = append(exs, nsExample{ns, from})
 		}
 	}
-	names := make([]string, 0, len(p.Tenants))
-	for n := range p.Tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range p.TenantNames() {
 		t := p.Tenants[n]
 		for _, pat := range append(append([]string{}, t.Namespaces...), t.ClaimableFrom...) {
 			if pat == "*" {
@@ -289,11 +279,7 @@ func describeNamespaces(w io.Writer, p *policy.Policy) {
 
 // describePolicy prints what a valid policy grants, tenant by tenant.
 func describePolicy(w io.Writer, p *policy.Policy) {
-	names := make([]string, 0, len(p.Tenants))
-	for n := range p.Tenants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := p.TenantNames()
 	fmt.Fprintf(w, "%s: ok, %d tenant(s)\n", p.Path, len(names))
 	lt := "refused (they must name a tenant with swift.io/tenant)"
 	if p.LocalTenant != "" {
