@@ -34,6 +34,20 @@ const runcEntry = `[plugins."PLUGIN".containerd.runtimes.runc]
   TaskApiVersion = 3
 `
 
+// runcCopied is what the Swift entry's options table says of runcEntry,
+// for either config version ({ROOT} is the root config's path).
+const runcCopied = `  # runc's options, copied from the runc runtime entry of
+  # {ROOT}: run swiftctl install containerd again after changing them there.
+  BinaryName = "/opt/runc/bin/runc"
+  SystemdCgroup = true
+  CriuImagePath = "/var/lib/criu"
+  IoGid = 1001
+  IoUid = 1000
+  NoNewKeyring = true
+  Root = "/run/runc-k8s"
+  ShimCgroup = "/system.slice/shims"
+`
+
 // The Swift entry runs runc as the node's runc entry does: every option
 // of that entry is copied (empty ones are runc's defaults anyway), with
 // SwiftConfig the Swift entry's own, for config versions 2 and 3.
@@ -43,31 +57,11 @@ func TestInstallInheritsRuncOptions(t *testing.T) {
 		want            string // the options table of the Swift entry
 	}{
 		{"2", PluginV2, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.swift.options]
-  # runc's options, copied from the runc runtime entry of
-  # {ROOT}: run swiftctl install containerd again after changing them there.
-  BinaryName = "/opt/runc/bin/runc"
-  SystemdCgroup = true
-  CriuImagePath = "/var/lib/criu"
-  IoGid = 1001
-  IoUid = 1000
-  NoNewKeyring = true
-  Root = "/run/runc-k8s"
-  ShimCgroup = "/system.slice/shims"
-  SwiftConfig = "/etc/swift/config.toml"
+` + runcCopied + `  SwiftConfig = "/etc/swift/config.toml"
 `},
 		{"3", PluginV3, `[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.swift.options]
   # runc's options are honoured (the shim converts them for runc) ...
-  # runc's options, copied from the runc runtime entry of
-  # {ROOT}: run swiftctl install containerd again after changing them there.
-  BinaryName = "/opt/runc/bin/runc"
-  SystemdCgroup = true
-  CriuImagePath = "/var/lib/criu"
-  IoGid = 1001
-  IoUid = 1000
-  NoNewKeyring = true
-  Root = "/run/runc-k8s"
-  ShimCgroup = "/system.slice/shims"
-  # ... plus the node config path for this runtime entry.
+` + runcCopied + `  # ... plus the node config path for this runtime entry.
   SwiftConfig = "/etc/swift/config.toml"
 `},
 	} {
