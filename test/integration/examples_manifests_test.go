@@ -101,9 +101,18 @@ func TestExampleNodeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := config.Default()
+	// the example names the default policy path itself, so that a policy
+	// not yet in place fails closed
+	d.PolicyPathSet = true
 	if len(c.RDMA.Env) == 0 {
 		c.RDMA.Env = d.RDMA.Env // an empty [rdma.env] table decodes as an empty map
 	}
+	// The example spells policy_path out, which names the policy: on a node
+	// with this file a missing policy fails closed (config.PolicyNamed).
+	if !c.PolicyPathSet {
+		t.Errorf("examples/config.toml: policy_path is not set; the example names the policy")
+	}
+	c.PolicyPathSet = d.PolicyPathSet
 	if !reflect.DeepEqual(c, d) {
 		t.Errorf("examples/config.toml = %+v, defaults are %+v", c, d)
 	}

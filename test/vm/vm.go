@@ -477,6 +477,37 @@ func guestDir(runDir, dir, name string) (string, error) {
 	return ResultsMount + "/" + name, nil
 }
 
+// guestRepo is the repository as the guest sees it. A checkout the guest
+// masks (under /tmp, /run, /var/lib: CI's clones may be there) is given to
+// the quickstart scenario, which runs `make install` from it, as what that
+// needs: the Makefile and what it includes, the examples, and bin/ (a link
+// to the guest's copy of the binaries).
+func guestRepo(runDir string, c Config, guestBin string) (string, error) {
+	if guestVisible(c.Repo) || !contains(c.Scenarios, ScenarioQuickstart) {
+		return c.Repo, nil
+	}
+	dst := filepath.Join(runDir, "repo")
+	for _, f := range []string{"Makefile", "test/vm/vm.mk"} {
+		b, err := os.ReadFile(filepath.Join(c.Repo, f))
+		if err != nil {
+			return "", fmt.Errorf("repository for the guest: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := copyTree(filepath.Join(c.Repo, "examples"), filepath.Join(dst, "examples")); err != nil {
+		return "", fmt.Errorf("repository for the guest: %w", err)
+	}
+	if err := os.Symlink(guestBin, filepath.Join(dst, "bin")); err != nil {
+		return "", fmt.Errorf("repository for the guest: %w", err)
+	}
+	return ResultsMount + "/repo", nil
+}
+
 // Prepare fills runDir (the results share) for a run: the guest scripts,
 // the rdmaquota test program, the container rootfs and the env file the
 // guest reads.
@@ -543,9 +574,13 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	if err != nil {
 		return err
 	}
+	repoDir, err := guestRepo(runDir, c, binDir)
+	if err != nil {
+		return err
+	}
 	env := map[string]string{
 		"SWIFTVM_RUNNER":           ResultsMount + "/guest/runner.sh",
-		"SWIFTVM_REPO":             c.Repo,
+		"SWIFTVM_REPO":             repoDir,
 		"SWIFTVM_SCENARIOS":        strings.Join(c.Scenarios, " "),
 		"SWIFTVM_BIN_DIR":          binDir,
 		"SWIFTVM_CONTAINERD_DIR":   ctrdDir,
