@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
 
 func TestCDIGenerate(t *testing.T) {
@@ -15,14 +13,7 @@ func TestCDIGenerate(t *testing.T) {
 		t.Fatal("this test makes device nodes with mknod (rdmatest.Make) and needs root (euid 0)")
 	}
 	dir := t.TempDir()
-	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[rdma]\nsys_root = %q\ndev_root = %q\n", tree.SysRoot, tree.DevRoot)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tree, cfg := rxe0Node(t, dir)
 	out, _, err := swiftctl(t, "cdi", "generate", "--config", cfg, "--stdout")
 	if err != nil {
 		t.Fatal(err)

@@ -224,13 +224,7 @@ func TestMessage(t *testing.T) {
 // failed precondition: exit 4, printed without the class words; with -o
 // json the error and its class go to stdout.
 func TestFailedPreconditionPrinted(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.toml")
-	missing := filepath.Join(dir, "policy.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n", missing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SWIFT_POLICY", "")
+	cfg, missing := missingPolicyNode(t)
 	so, se, code := swiftctlExit(t, "policy", "check", "--config", cfg)
 	if code != 4 || so != "" || !strings.HasPrefix(se, "swiftctl: tenant policy "+missing+" (policy_path or $SWIFT_POLICY) does not exist") ||
 		strings.Contains(se, "failed precondition") || strings.Count(se, "\n") != 1 {

@@ -7,17 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
 
 // doctor on a fake node: the sysfs root given by flag, text and JSON.
 func TestDoctorCommand(t *testing.T) {
 	dir := t.TempDir()
-	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tree := rxe0Tree(t, dir)
 	if err := os.MkdirAll(filepath.Join(tree.SysRoot, "sys/class/infiniband"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/internal/version"
 	"github.com/swift-rdma/swift-containerd/ledger"
-	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
 
 // jsonOf runs swiftctl with args, wants exit code want and nothing on
@@ -104,14 +103,7 @@ func TestConfigCheckJSON(t *testing.T) {
 
 func TestDevicesJSON(t *testing.T) {
 	dir := t.TempDir()
-	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "[rdma]\nsys_root = %q\ndev_root = %q\n", tree.SysRoot, tree.DevRoot), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tree, cfg := rxe0Node(t, dir)
 	var got struct {
 		Devices []struct {
 			Name   string
@@ -149,14 +141,7 @@ func TestDevicesJSON(t *testing.T) {
 
 func TestCDIGenerateJSON(t *testing.T) {
 	dir := t.TempDir()
-	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "[rdma]\nsys_root = %q\ndev_root = %q\n", tree.SysRoot, tree.DevRoot), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, cfg := rxe0Node(t, dir)
 	type spec struct {
 		CDIVersion string `json:"cdiVersion"`
 		Kind       string
@@ -313,23 +298,8 @@ func TestPolicyCheckJSON(t *testing.T) {
 }
 
 func TestPoolsJSON(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	pol := filepath.Join(dir, "policy.toml")
-	if err := os.WriteFile(pol, []byte("[tenants.a]\n[tenants.a.container]\nqps = 2\n[tenants.a.node]\nqps = 10\n[tenants.b]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "state_dir = %q\npolicy_path = %q\n", state, pol), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SWIFT_POLICY", "")
-	x := ledger.Lease{Namespace: "n", ID: "c0", Tenant: "a", Devices: []string{"rxe0"},
-		Charge: ledger.Amounts{Containers: 1, QPs: 2, Memlock: 4 << 20}, Bundle: t.TempDir(), Owner: ledger.Self()}
-	r := &ledger.Ledger{Path: ledger.New(state).Path, Alive: func(ledger.Lease) bool { return true }}
-	if _, err := r.Acquire(x, ledger.Quota{}); err != nil {
-		t.Fatal(err)
-	}
+	_, state, cfg := poolsNode(t)
+	acquireLease(t, state, "c0", t.TempDir())
 	var got struct {
 		Ledger  string
 		Tenants []struct {
@@ -411,10 +381,7 @@ func TestCacheJSON(t *testing.T) {
 
 func TestDoctorJSON(t *testing.T) {
 	dir := t.TempDir()
-	tree, err := rdmatest.Make(dir, []rdmatest.Device{{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192}}, true, 58)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tree := rxe0Tree(t, dir)
 	var rs []struct{ Check, Status, Detail, Fix string }
 	// containerd is missing: a FAIL, so exit 1 with the report alone on stdout
 	jsonOf(t, 1, &rs, "doctor", "-o", "json", "--config", filepath.Join(dir, "absent.toml"), "--sys-root", tree.SysRoot,

@@ -59,13 +59,8 @@ func TestPolicyCheck(t *testing.T) {
 
 	// The path from the node config: a configured policy that is missing
 	// is an error (Creates fail closed); policy_path = "" is reported.
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.toml")
-	missing := filepath.Join(dir, "policy.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "policy_path = %q\n", missing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SWIFT_POLICY", "")
+	cfg, missing := missingPolicyNode(t)
+	dir := filepath.Dir(cfg)
 	out.Reset()
 	if err := policyCmd(&out, &errOut, "check", "--config", cfg); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("check (configured, missing) = %v, %q", err, out.String())
@@ -87,17 +82,7 @@ func TestPolicyCheck(t *testing.T) {
 }
 
 func TestPools(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	pol := filepath.Join(dir, "policy.toml")
-	if err := os.WriteFile(pol, []byte("[tenants.a]\n[tenants.a.container]\nqps = 2\n[tenants.a.node]\nqps = 10\n[tenants.b]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "state_dir = %q\npolicy_path = %q\n", state, pol), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SWIFT_POLICY", "")
+	dir, state, cfg := poolsNode(t)
 	var out, errOut bytes.Buffer
 	if err := poolsCmd(&out, &errOut, "ls", "--config", cfg); err != nil || !strings.Contains(out.String(), "a       0           0/10") {
 		t.Fatalf("ls (empty) = %v\n%s", err, out.String())
@@ -109,12 +94,7 @@ func TestPools(t *testing.T) {
 	l := ledger.New(state)
 	live := t.TempDir()
 	for i, b := range []string{live, filepath.Join(dir, "gone")} {
-		x := ledger.Lease{Namespace: "n", ID: fmt.Sprint("c", i), Tenant: "a", Devices: []string{"rxe0"},
-			Charge: ledger.Amounts{Containers: 1, QPs: 2, Memlock: 4 << 20}, Bundle: b, Owner: ledger.Self()}
-		r := &ledger.Ledger{Path: l.Path, Alive: func(ledger.Lease) bool { return true }}
-		if _, err := r.Acquire(x, ledger.Quota{}); err != nil {
-			t.Fatal(err)
-		}
+		acquireLease(t, state, fmt.Sprint("c", i), b)
 	}
 	out.Reset()
 	if err := poolsCmd(&out, &errOut, "ls", "--config", cfg, "--json"); err != nil {
