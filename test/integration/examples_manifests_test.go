@@ -107,12 +107,6 @@ func TestExampleNodeConfig(t *testing.T) {
 	if len(c.RDMA.Env) == 0 {
 		c.RDMA.Env = d.RDMA.Env // an empty [rdma.env] table decodes as an empty map
 	}
-	// The example spells policy_path out, which names the policy: on a node
-	// with this file a missing policy fails closed (config.PolicyNamed).
-	if !c.PolicyPathSet {
-		t.Errorf("examples/config.toml: policy_path is not set; the example names the policy")
-	}
-	c.PolicyPathSet = d.PolicyPathSet
 	if !reflect.DeepEqual(c, d) {
 		t.Errorf("examples/config.toml = %+v, defaults are %+v", c, d)
 	}
