@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
@@ -18,6 +17,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/hooks"
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
+	"github.com/swift-rdma/swift-containerd/internal/trust"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/rdma"
@@ -141,7 +141,8 @@ func netnsOf(s *specs.Spec) (string, bool) {
 const HookBinary = "swift-hook"
 
 // hookPath is swift-hook on this node: hooks.path, else the one beside
-// the shim's own binary. It must be an executable file.
+// the shim's own binary. It must be an executable file that only root
+// could have written or put there (trust.Check).
 func hookPath(cfg config.Config) (string, error) {
 	p := cfg.Hooks.Path
 	key := "hooks.path"
@@ -157,10 +158,11 @@ func hookPath(cfg config.Config) (string, error) {
 		return "", fmt.Errorf("%s: %s is not an executable file (install %s with the shim, or set hooks.path): %w",
 			key, p, HookBinary, errdefs.ErrFailedPrecondition)
 	}
-	// runc runs it as root for every opted-in container
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
-		return "", fmt.Errorf("%s: %s must be owned by root and writable by no one else (uid %d, mode %v): %w",
-			key, p, st.Uid, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
+	// runc runs it as root for every opted-in container: nobody else may
+	// write it or put another in its place (trust.Check)
+	if _, err := trust.Check(p); err != nil {
+		return "", fmt.Errorf("%s: %s must be owned by root and writable by no one else, nor may the directories on the way to it be: %w",
+			key, p, err)
 	}
 	return p, nil
 }

@@ -388,6 +388,52 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 		n.tree.SysRoot, n.tree.DevRoot), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// hooks.path where another user (uid 65534) could put a hook of
+	// their own: a root-owned hook in their directory, in a directory of
+	// root's its group may write, or reached through a link of theirs
+	hookCfg := func(hook string) string {
+		p := filepath.Join(t.TempDir(), "hook.toml")
+		if err := os.WriteFile(p, fmt.Appendf(nil, "[hooks]\npath = %q\n[rdma]\nmemlock = \"4MiB\"\nsys_root = %q\ndev_root = %q\n",
+			hook, n.tree.SysRoot, n.tree.DevRoot), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hookIn := func(dir string, mode os.FileMode, uid int) string {
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		hook := filepath.Join(dir, "swift-hook")
+		if err := os.WriteFile(hook, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return hook
+	}
+	theirDir := filepath.Join(t.TempDir(), "nobody")
+	theirHook := hookIn(theirDir, 0o755, 65534)
+	groupDir := filepath.Join(t.TempDir(), "group")
+	groupHook := hookIn(groupDir, 0o775, 0)
+	linkDir := filepath.Join(t.TempDir(), "nobody")
+	if err := os.Mkdir(linkDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	linkedHook := filepath.Join(linkDir, "swift-hook")
+	if err := os.Symlink(n.hook, linkedHook); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(linkDir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	untrusted := func(p, mode string) string {
+		return fmt.Sprintf("%s is owned by uid 65534 with mode %s: it and every directory above it must be owned by root "+
+			"and not writable by group or others (chown root:root %s; chmod go-w %s): failed precondition", p, mode, p, p)
+	}
 	optIn := map[string]string{annotations.RDMA: "true"}
 
 	tests := []struct {
@@ -411,6 +457,15 @@ func TestEditBundleErrorsLeaveFileUnchanged(t *testing.T) {
 			errdefs.IsInvalidArgument, []string{unknownKeyCfg, "rdma.memlok"}},
 		{"a swift-hook anyone may rewrite", testSpec(optIn), looseCfg,
 			errdefs.IsFailedPrecondition, []string{"hooks.path", loose, "owned by root and writable by no one else", "-rwxrwxrwx"}},
+		{"a swift-hook in a directory of another user", testSpec(optIn), hookCfg(theirHook),
+			errdefs.IsFailedPrecondition, []string{"hooks.path: " + theirHook + " must be owned by root and writable by no one else, " +
+				"nor may the directories on the way to it be: " + untrusted(theirDir, "drwxr-xr-x")}},
+		{"a swift-hook in a group-writable directory", testSpec(optIn), hookCfg(groupHook),
+			errdefs.IsFailedPrecondition, []string{"hooks.path: " + groupHook + " must be owned by root and writable by no one else, " +
+				"nor may the directories on the way to it be: " + strings.Replace(untrusted(groupDir, "drwxrwxr-x"), "uid 65534", "uid 0", 1)}},
+		{"a swift-hook through a link in a directory of another user", testSpec(optIn), hookCfg(linkedHook),
+			errdefs.IsFailedPrecondition, []string{"hooks.path: " + linkedHook + " must be owned by root and writable by no one else, " +
+				"nor may the directories on the way to it be: " + untrusted(linkDir, "drwxr-xr-x")}},
 		{"no swift-hook", testSpec(optIn), noHookCfg,
 			errdefs.IsFailedPrecondition, []string{"hooks.path", "/nonexistent/swift-hook", "not an executable file"}},
 		{"no devices on the node", testSpec(optIn), noDevicesCfg,
