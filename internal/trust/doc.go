@@ -13,7 +13,14 @@
 // writable by others: they cannot rename or remove the entries they do
 // not own, and the entry the walk takes next is checked in turn. Since
 // nobody but root can then change what the path names, a caller may use
-// the path as given or the resolved one Check returns.
+// the path as given or the resolved one Check returns (the path
+// filepath.EvalSymlinks returns). Checking only that resolved path would
+// miss a link in a directory another user may write, which they could
+// point elsewhere after the check.
+//
+// CheckDir is for a directory used whole (zygote.bin_dir, mounted into
+// every zygote container): the directory itself may not be writable by
+// others even with the sticky bit, which lets them add entries.
 //
 // A process that does not run as root (swiftctl or swiftctl doctor run by
 // an operator) also trusts what its own effective uid owns: it cannot be

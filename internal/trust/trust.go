@@ -25,11 +25,19 @@ const maxLinks = 40
 // FailedPrecondition naming it, its owner and mode, and the fix; an entry
 // that cannot be read is the os error.
 func Check(path string) (string, error) {
-	return check(path, os.Geteuid())
+	return check(path, os.Geteuid(), false)
 }
 
-// check is Check for a process of effective uid euid.
-func check(path string, euid int) (string, error) {
+// CheckDir is Check for a directory used whole, such as one mounted into
+// containers: the directory itself may not be writable by group or others
+// even with the sticky bit, which would let them add entries to it.
+func CheckDir(path string) (string, error) {
+	return check(path, os.Geteuid(), true)
+}
+
+// check is Check for a process of effective uid euid; whole makes it
+// CheckDir.
+func check(path string, euid int, whole bool) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -72,6 +80,18 @@ func check(path string, euid int) (string, error) {
 		}
 		rest = append(components(target), rest...)
 	}
+	if whole {
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return "", err
+		}
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%s is not a directory (mode %v): %w", cur, fi.Mode(), errdefs.ErrFailedPrecondition)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			return "", untrusted(cur, fi, euid)
+		}
+	}
 	return cur, nil
 }
 
@@ -102,23 +122,36 @@ func checkInfo(p string, fi fs.FileInfo, euid int) error {
 	if !ok {
 		return fmt.Errorf("%s: no owner to check: %w", p, errdefs.ErrFailedPrecondition)
 	}
-	owners := "root"
-	if euid != 0 {
-		owners = fmt.Sprintf("root or uid %d (this process's)", euid)
-	}
 	trustedOwner := st.Uid == 0 || (euid > 0 && st.Uid == uint32(euid))
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if !trustedOwner {
 			return fmt.Errorf("%s is a symbolic link owned by uid %d: every link on the way must be owned by %s (chown -h root:root %s): %w",
-				p, st.Uid, owners, p, errdefs.ErrFailedPrecondition)
+				p, st.Uid, owners(euid), p, errdefs.ErrFailedPrecondition)
 		}
 		return nil
 	}
 	open := fi.Mode().Perm()&0o022 != 0 && !(fi.IsDir() && fi.Mode()&fs.ModeSticky != 0)
 	if !trustedOwner || open {
-		return fmt.Errorf("%s is owned by uid %d with mode %v: it and every directory above it must be owned by %s "+
-			"and not writable by group or others (chown root:root %s; chmod go-w %s): %w",
-			p, st.Uid, fi.Mode(), owners, p, p, errdefs.ErrFailedPrecondition)
+		return untrusted(p, fi, euid)
 	}
 	return nil
+}
+
+// untrusted is the error for an entry others own or may write.
+func untrusted(p string, fi fs.FileInfo, euid int) error {
+	var uid uint32
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = st.Uid
+	}
+	return fmt.Errorf("%s is owned by uid %d with mode %v: it and every directory above it must be owned by %s "+
+		"and not writable by group or others (chown root:root %s; chmod go-w %s): %w",
+		p, uid, fi.Mode(), owners(euid), p, p, errdefs.ErrFailedPrecondition)
+}
+
+// owners names whom a process of effective uid euid trusts.
+func owners(euid int) string {
+	if euid != 0 {
+		return fmt.Sprintf("root or uid %d (this process's)", euid)
+	}
+	return "root"
 }

@@ -185,7 +185,7 @@ func TestCheck(t *testing.T) {
 			tc.setup(f)
 			want := strings.ReplaceAll(tc.want, "D/", f.base+"/")
 			path := f.base + "/" + tc.path // not cleaned: .. after a link is the link target's parent
-			got, err := check(path, tc.euid)
+			got, err := check(path, tc.euid, false)
 			if !strings.Contains(tc.want, " ") { // a path: trusted
 				if err != nil || got != want {
 					t.Fatalf("check = %q, %v; want %q", got, err, want)
@@ -220,5 +220,52 @@ func TestCheckUnreadable(t *testing.T) {
 	}
 	if got, err := Check("/"); err != nil || got != "/" {
 		t.Errorf(`Check("/") = %q, %v`, got, err)
+	}
+}
+
+// TestCheckDir: a directory used whole (mounted into containers) may not
+// be writable by others even with the sticky bit: they could add to it.
+func TestCheckDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("TestCheckDir gives files to another user (chown) and needs root (euid 0)")
+	}
+	tests := []struct {
+		name  string
+		setup func(f fsT)
+		path  string
+		want  string // the resolved path, or the error (with a space)
+	}{
+		{"root's directory", func(f fsT) { f.dir("bin", 0o755, 0) }, "bin", "D/bin"},
+		{"root's directory in a sticky world-writable one", func(f fsT) {
+			f.dir("tmp", fs.ModeDir|fs.ModeSticky|0o777, 0)
+			f.dir("tmp/bin", 0o755, 0)
+		}, "tmp/bin", "D/tmp/bin"},
+		{"a sticky world-writable directory", func(f fsT) {
+			f.dir("bin", fs.ModeDir|fs.ModeSticky|0o777, 0)
+		}, "bin",
+			"D/bin is owned by uid 0 with mode dtrwxrwxrwx: it and every directory above it must be owned by root " +
+				"and not writable by group or others (chown root:root D/bin; chmod go-w D/bin): failed precondition"},
+		{"a directory of uid 65534", func(f fsT) { f.dir("bin", 0o755, nobody) }, "bin",
+			"D/bin is owned by uid 65534 with mode drwxr-xr-x: it and every directory above it must be owned by root " +
+				"and not writable by group or others (chown root:root D/bin; chmod go-w D/bin): failed precondition"},
+		{"a file", func(f fsT) { f.file("bin", 0o755, 0) }, "bin",
+			"D/bin is not a directory (mode -rwxr-xr-x): failed precondition"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fsT{t, t.TempDir()}
+			tc.setup(f)
+			want := strings.ReplaceAll(tc.want, "D/", f.base+"/")
+			got, err := CheckDir(f.p(tc.path))
+			if !strings.Contains(tc.want, " ") {
+				if err != nil || got != want {
+					t.Fatalf("CheckDir = %q, %v; want %q", got, err, want)
+				}
+				return
+			}
+			if err == nil || err.Error() != want || !errdefs.IsFailedPrecondition(err) {
+				t.Fatalf("CheckDir = %q, %v\nwant the FailedPrecondition %s", got, err, want)
+			}
+		})
 	}
 }
