@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
+	"github.com/swift-rdma/swift-containerd/internal/trust"
 )
 
 // KeyLen is the length of every key, in bytes.
@@ -136,8 +137,30 @@ func (r Ring) Rotate(k Key, keep int) (Ring, error) {
 const Mode = 0o400
 
 // Read reads and parses a ring file. It must be a regular file that only
-// its owner may read or write.
+// its owner may read or write. Who owns it, and the directories above it,
+// is not checked: Read is what `swiftctl keys` reads an operator's rings
+// with, wherever they keep them. A ring fed to zygotes is read with
+// ReadTrusted.
 func Read(path string) (Ring, error) {
+	return read(path, path)
+}
+
+// ReadTrusted is Read for a ring fed to zygotes, which accept every key
+// in it: the ring, every directory above it and every link on the way
+// must be root's and not writable by group or others (trust.Check; a
+// sticky directory such as /tmp may be), so that nobody else can have
+// written it or put a ring of their own in its place. An untrusted ring
+// is a FailedPrecondition naming the entry at fault.
+func ReadTrusted(path string) (Ring, error) {
+	resolved, err := trust.Check(path)
+	if err != nil {
+		return nil, fmt.Errorf("keyring %s: %w", path, err)
+	}
+	return read(path, resolved)
+}
+
+// read reads the ring at path, named name in errors.
+func read(name, path string) (Ring, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -148,21 +171,21 @@ func Read(path string) (Ring, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("keyring %s: not a regular file: %w", path, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("keyring %s: not a regular file: %w", name, errdefs.ErrInvalidArgument)
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("keyring %s: mode %04o lets others read or write it (want 0400 or 0600): %w",
-			path, st.Mode().Perm(), errdefs.ErrInvalidArgument)
+			name, st.Mode().Perm(), errdefs.ErrInvalidArgument)
 	}
 	b := make([]byte, 4097)
 	n, err := f.Read(b)
 	if err != nil && n == 0 {
-		return nil, fmt.Errorf("keyring %s: %w", path, err)
+		return nil, fmt.Errorf("keyring %s: %w", name, err)
 	}
 	if n > 4096 {
-		return nil, fmt.Errorf("keyring %s: larger than 4096 bytes: %w", path, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("keyring %s: larger than 4096 bytes: %w", name, errdefs.ErrInvalidArgument)
 	}
-	return Parse(path, b[:n])
+	return Parse(name, b[:n])
 }
 
 // Write writes r to path atomically with mode Mode, synced to disk.
@@ -177,8 +200,9 @@ func LocalRing(dir, tenant string) (string, error) {
 	path := filepath.Join(dir, tenant+".keys")
 	if _, err := os.Lstat(path); err == nil {
 		// checked on use: a ring that is not a regular 0400/0600 file
-		// of good keys is a clear error, not a silent zygote failure
-		if _, err := Read(path); err != nil {
+		// of good keys, root's in root's directories, is a clear error,
+		// not a silent zygote failure
+		if _, err := ReadTrusted(path); err != nil {
 			return "", fmt.Errorf("node-local keyring of tenant %s: %w (remove it to make a new one)", tenant, err)
 		}
 		return path, nil
@@ -218,7 +242,8 @@ func LocalRing(dir, tenant string) (string, error) {
 // Provisioned finds tenant's provisioned ring: keyFile (a policy's
 // key_file) when set, else keysDir/<tenant>.keys when it exists. found is
 // false when there is none; a ring that exists but cannot be read or
-// parsed, or that others may read, is an error naming it.
+// parsed, that others may read, or that is not root's in root's
+// directories (ReadTrusted), is a FailedPrecondition naming it.
 func Provisioned(keysDir, keyFile, tenant string) (path string, found bool, err error) {
 	path = keyFile
 	if path == "" {
@@ -227,7 +252,10 @@ func Provisioned(keysDir, keyFile, tenant string) (path string, found bool, err 
 			return "", false, nil
 		}
 	}
-	if _, err := Read(path); err != nil {
+	if _, err := ReadTrusted(path); err != nil {
+		if errdefs.IsFailedPrecondition(err) {
+			return "", false, fmt.Errorf("tenant %s's keyring: %w", tenant, err)
+		}
 		return "", false, fmt.Errorf("tenant %s's keyring: %w: %w", tenant, err, errdefs.ErrFailedPrecondition)
 	}
 	return path, true, nil

@@ -183,3 +183,96 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestReadTrusted plays another user (uid 65534) against a ring fed to
+// zygotes: theirs, in a directory their group may write, or reached
+// through a link to theirs is refused by ReadTrusted, naming the entry at
+// fault; Read (swiftctl keys, an operator's own rings) reads them all. A
+// root ring in a sticky world-writable directory such as /tmp is fine. It
+// needs root (chown).
+func TestReadTrusted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("TestReadTrusted gives rings to another user (chown) and needs root (euid 0)")
+	}
+	const nobody = 65534
+	ring := func(t *testing.T, p string, uid int) {
+		t.Helper()
+		k, _ := New("k1")
+		if err := Write(p, Ring{k}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := func(t *testing.T, p string, mode os.FileMode) {
+		t.Helper()
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, d string) string // the ring's path
+		want  string                              // ReadTrusted's error ({D} is the test's directory), "" none
+	}{
+		{"root's ring", func(t *testing.T, d string) string {
+			ring(t, filepath.Join(d, "t1.keys"), 0)
+			return filepath.Join(d, "t1.keys")
+		}, ""},
+		{"root's ring in a sticky world-writable directory", func(t *testing.T, d string) string {
+			dir(t, filepath.Join(d, "tmp"), os.ModeSticky|0o777)
+			ring(t, filepath.Join(d, "tmp", "t1.keys"), 0)
+			return filepath.Join(d, "tmp", "t1.keys")
+		}, ""},
+		{"a ring of another user", func(t *testing.T, d string) string {
+			ring(t, filepath.Join(d, "t1.keys"), nobody)
+			return filepath.Join(d, "t1.keys")
+		}, "keyring {D}/t1.keys: {D}/t1.keys is owned by uid 65534 with mode -r--------: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {D}/t1.keys; chmod go-w {D}/t1.keys): failed precondition"},
+		{"root's ring in a directory its group may write", func(t *testing.T, d string) string {
+			dir(t, filepath.Join(d, "keys"), 0o770)
+			ring(t, filepath.Join(d, "keys", "t1.keys"), 0)
+			return filepath.Join(d, "keys", "t1.keys")
+		}, "keyring {D}/keys/t1.keys: {D}/keys is owned by uid 0 with mode drwxrwx---: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {D}/keys; chmod go-w {D}/keys): failed precondition"},
+		{"a link to a ring of another user", func(t *testing.T, d string) string {
+			ring(t, filepath.Join(d, "theirs.keys"), nobody)
+			if err := os.Symlink("theirs.keys", filepath.Join(d, "t1.keys")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(d, "t1.keys")
+		}, "keyring {D}/t1.keys: {D}/theirs.keys is owned by uid 65534 with mode -r--------: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {D}/theirs.keys; chmod go-w {D}/theirs.keys): failed precondition"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			path := tc.setup(t, d)
+			if r, err := Read(path); err != nil || len(r) != 1 {
+				t.Errorf("Read = %v, %v; want the ring", r, err)
+			}
+			r, err := ReadTrusted(path)
+			if tc.want == "" {
+				if err != nil || len(r) != 1 {
+					t.Fatalf("ReadTrusted = %v, %v; want the ring", r, err)
+				}
+				return
+			}
+			want := strings.ReplaceAll(tc.want, "{D}", d)
+			if err == nil || err.Error() != want || !errdefs.IsFailedPrecondition(err) {
+				t.Fatalf("ReadTrusted = %v\nwant the FailedPrecondition %s", err, want)
+			}
+			// what the shim reads: a provisioned ring, a node-local one
+			if _, _, err := Provisioned(d, path, "t1"); err == nil || err.Error() != "tenant t1's keyring: "+want {
+				t.Errorf("Provisioned = %v\nwant tenant t1's keyring: %s", err, want)
+			}
+			if _, err := LocalRing(filepath.Dir(path), "t1"); err == nil || err.Error() != "node-local keyring of tenant t1: "+want+" (remove it to make a new one)" {
+				t.Errorf("LocalRing = %v", err)
+			}
+		})
+	}
+}
