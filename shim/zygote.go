@@ -15,6 +15,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/internal/trust"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
@@ -22,7 +23,10 @@ import (
 // PoolFile is the pool description's name inside the bundle.
 const PoolFile = "swift-pool.conf"
 
-// zygoteBinDir is where swift-init and swift-run are on this node.
+// zygoteBinDir is where swift-init and swift-run are on this node. The
+// directory is mounted into every zygote container, whose PID 1 is its
+// swift-init: only root may have written it, swift-init and swift-run, or
+// the directories on the way to them (trust.CheckDir, trust.Check).
 func zygoteBinDir(cfg config.Config) (string, error) {
 	dir := cfg.Zygote.BinDir
 	for _, f := range []string{"swift-init", "swift-run"} {
@@ -31,13 +35,25 @@ func zygoteBinDir(cfg config.Config) (string, error) {
 				f, dir, errdefs.ErrFailedPrecondition)
 		}
 	}
+	const must = "it must be owned by root and writable by no one else, nor may the directories on the way to it be"
+	if _, err := trust.CheckDir(dir); err != nil {
+		return "", fmt.Errorf("zygote.bin_dir: %s is mounted into every zygote container (its swift-init as PID 1): %s: %w", dir, must, err)
+	}
+	for _, f := range []string{"swift-init", "swift-run"} {
+		p := filepath.Join(dir, f)
+		if _, err := trust.Check(p); err != nil {
+			return "", fmt.Errorf("zygote.bin_dir: %s runs in every zygote container (swift-init as its PID 1): %s: %w", p, must, err)
+		}
+	}
 	return dir, nil
 }
 
-// TenantKeyring returns the path of the tenant's keyring, checked: the
-// provisioned one (the policy's key_file, else keys_dir/<tenant>.keys),
-// else a node-local ring under the state dir, created the first time (its
-// zygotes reach no other node). provisioned tells which.
+// TenantKeyring returns the path of the tenant's keyring, checked (a ring
+// of good keys only its owner may read, root's in root's directories:
+// keys.ReadTrusted): the provisioned one (the policy's key_file, else
+// keys_dir/<tenant>.keys), else a node-local ring under the state dir,
+// created the first time (its zygotes reach no other node). provisioned
+// tells which.
 func TenantKeyring(cfg config.Config, t *policy.Tenant, tenant string) (path string, provisioned bool, err error) {
 	keyFile := ""
 	if t != nil {
@@ -166,7 +182,7 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 		return nil, fmt.Errorf("the container's user %d:%d is not mapped by its user namespace: the zygote could not read its key: %w",
 			uid, gid, errdefs.ErrInvalidArgument)
 	}
-	ring, err := keys.Read(key)
+	ring, err := keys.ReadTrusted(key)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s's keyring: %w", pc.Tenant, err)
 	}

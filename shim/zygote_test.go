@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -244,5 +245,169 @@ func TestPrepareZygoteKeyCopy(t *testing.T) {
 		spec(70000, 70000, userns))
 	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "70000:70000 is not mapped") {
 		t.Errorf("an unmapped user: %v, want InvalidArgument", err)
+	}
+}
+
+// TestEditBundleZygoteUntrusted plays another user (uid 65534) against a
+// zygote container's files: zygote.bin_dir (its swift-init is PID 1 of
+// every zygote container) and the tenant's keyring (keys_dir/<tenant>.keys
+// or the policy's key_file). Each place they could have written, or put
+// a file of their own in, refuses the Create with FailedPrecondition
+// naming it; the bundle is unchanged, no lease is taken and no tenant key
+// is made.
+func TestEditBundleZygoteUntrusted(t *testing.T) {
+	const nobody = 65534
+	chown := func(t *testing.T, p string, mode os.FileMode, uid int) {
+		t.Helper()
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(t *testing.T, p string, mode os.FileMode, uid int) string {
+		t.Helper()
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		chown(t, p, mode, uid)
+		return p
+	}
+	// binIn fills dir (made with mode and owner) with swift-init and swift-run.
+	binIn := func(t *testing.T, dir string, mode os.FileMode, uid int) string {
+		t.Helper()
+		mkdir(t, dir, mode, uid)
+		for _, f := range []string{"swift-init", "swift-run"} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	ring := func(t *testing.T, p string, uid int) {
+		t.Helper()
+		k, _ := keys.New("k1")
+		if err := keys.Write(p, keys.Ring{k}); err != nil {
+			t.Fatal(err)
+		}
+		chown(t, p, keys.Mode, uid)
+	}
+	// Each setup returns the zygote bin dir and the tenant's key_file
+	// ("": none) under base, and may put a ring in keys.
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, base, keysDir string) (bin, keyFile string)
+		msg   string // {B} is base, {K} the node's keys_dir
+	}{
+		{"bin_dir owned by another user", func(t *testing.T, base, _ string) (string, string) {
+			return binIn(t, filepath.Join(base, "bin"), 0o755, nobody), ""
+		}, "zygote.bin_dir: {B}/bin is mounted into every zygote container (its swift-init as PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/bin is owned by uid 65534 with mode drwxr-xr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/bin; chmod go-w {B}/bin): failed precondition"},
+		{"bin_dir in a directory of another user", func(t *testing.T, base, _ string) (string, string) {
+			mkdir(t, filepath.Join(base, "home"), 0o755, nobody)
+			return binIn(t, filepath.Join(base, "home", "bin"), 0o755, 0), ""
+		}, "zygote.bin_dir: {B}/home/bin is mounted into every zygote container (its swift-init as PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/home is owned by uid 65534 with mode drwxr-xr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/home; chmod go-w {B}/home): failed precondition"},
+		{"bin_dir its group may write", func(t *testing.T, base, _ string) (string, string) {
+			return binIn(t, filepath.Join(base, "bin"), 0o775, 0), ""
+		}, "zygote.bin_dir: {B}/bin is mounted into every zygote container (its swift-init as PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/bin is owned by uid 0 with mode drwxrwxr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/bin; chmod go-w {B}/bin): failed precondition"},
+		{"bin_dir sticky and world-writable: anyone could add to it", func(t *testing.T, base, _ string) (string, string) {
+			return binIn(t, filepath.Join(base, "bin"), os.ModeSticky|0o777, 0), ""
+		}, "zygote.bin_dir: {B}/bin is mounted into every zygote container (its swift-init as PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/bin is owned by uid 0 with mode dtrwxrwxrwx: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/bin; chmod go-w {B}/bin): failed precondition"},
+		{"bin_dir a link in a directory of another user", func(t *testing.T, base, _ string) (string, string) {
+			bin := binIn(t, filepath.Join(base, "bin"), 0o755, 0)
+			mkdir(t, filepath.Join(base, "home"), 0o755, 0)
+			if err := os.Symlink(bin, filepath.Join(base, "home", "bin")); err != nil {
+				t.Fatal(err)
+			}
+			chown(t, filepath.Join(base, "home"), 0o755, nobody)
+			return filepath.Join(base, "home", "bin"), ""
+		}, "zygote.bin_dir: {B}/home/bin is mounted into every zygote container (its swift-init as PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/home is owned by uid 65534 with mode drwxr-xr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/home; chmod go-w {B}/home): failed precondition"},
+		{"swift-init owned by another user", func(t *testing.T, base, _ string) (string, string) {
+			bin := binIn(t, filepath.Join(base, "bin"), 0o755, 0)
+			chown(t, filepath.Join(bin, "swift-init"), 0o755, nobody)
+			return bin, ""
+		}, "zygote.bin_dir: {B}/bin/swift-init runs in every zygote container (swift-init as its PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/bin/swift-init is owned by uid 65534 with mode -rwxr-xr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/bin/swift-init; chmod go-w {B}/bin/swift-init): failed precondition"},
+		{"swift-run its group may write", func(t *testing.T, base, _ string) (string, string) {
+			bin := binIn(t, filepath.Join(base, "bin"), 0o755, 0)
+			chown(t, filepath.Join(bin, "swift-run"), 0o775, 0)
+			return bin, ""
+		}, "zygote.bin_dir: {B}/bin/swift-run runs in every zygote container (swift-init as its PID 1): it must be owned by root and writable by no one else, " +
+			"nor may the directories on the way to it be: {B}/bin/swift-run is owned by uid 0 with mode -rwxrwxr-x: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/bin/swift-run; chmod go-w {B}/bin/swift-run): failed precondition"},
+		{"keys_dir ring owned by another user", func(t *testing.T, base, keysDir string) (string, string) {
+			ring(t, filepath.Join(keysDir, "a.keys"), nobody)
+			return binIn(t, filepath.Join(base, "bin"), 0o755, 0), ""
+		}, "tenant a's keyring: keyring {K}/a.keys: {K}/a.keys is owned by uid 65534 with mode -r--------: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {K}/a.keys; chmod go-w {K}/a.keys): failed precondition"},
+		{"keys_dir owned by another user", func(t *testing.T, base, keysDir string) (string, string) {
+			ring(t, filepath.Join(keysDir, "a.keys"), 0)
+			chown(t, keysDir, 0o700, nobody)
+			return binIn(t, filepath.Join(base, "bin"), 0o755, 0), ""
+		}, "tenant a's keyring: keyring {K}/a.keys: {K} is owned by uid 65534 with mode drwx------: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {K}; chmod go-w {K}): failed precondition"},
+		{"key_file a link to a ring of another user", func(t *testing.T, base, _ string) (string, string) {
+			ring(t, filepath.Join(base, "theirs.keys"), nobody)
+			if err := os.Symlink(filepath.Join(base, "theirs.keys"), filepath.Join(base, "a.keys")); err != nil {
+				t.Fatal(err)
+			}
+			return binIn(t, filepath.Join(base, "bin"), 0o755, 0), filepath.Join(base, "a.keys")
+		}, "tenant a's keyring: keyring {B}/a.keys: {B}/theirs.keys is owned by uid 65534 with mode -r--------: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/theirs.keys; chmod go-w {B}/theirs.keys): failed precondition"},
+		{"key_file in a directory its group may write", func(t *testing.T, base, _ string) (string, string) {
+			mkdir(t, filepath.Join(base, "keys"), 0o770, 0)
+			ring(t, filepath.Join(base, "keys", "a.keys"), 0)
+			return binIn(t, filepath.Join(base, "bin"), 0o755, 0), filepath.Join(base, "keys", "a.keys")
+		}, "tenant a's keyring: keyring {B}/keys/a.keys: {B}/keys is owned by uid 0 with mode drwxrwx---: it and every directory above it must be owned by root " +
+			"and not writable by group or others (chown root:root {B}/keys; chmod go-w {B}/keys): failed precondition"},
+	}
+	ann := map[string]string{annotations.RDMA: "true", annotations.Zygote: "true", annotations.Tenant: "a", annotations.Peers: "b=10.0.0.1:18515"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNode(t, true)
+			base := t.TempDir()
+			bin, keyFile := tc.setup(t, base, n.keysDir)
+			body := testPolicy
+			if keyFile != "" {
+				body = strings.Replace(body, "[tenants.a]\n", fmt.Sprintf("[tenants.a]\nkey_file = %q\n", keyFile), 1)
+			}
+			cfg, state, _ := n.policyConfig(t, body)
+			// the same config with this bin dir
+			b, err := os.ReadFile(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf := regexp.MustCompile(`(?m)^bin_dir = .*$`).ReplaceAllLiteral(b, fmt.Appendf(nil, "bin_dir = %q", bin))
+			if err := os.WriteFile(cfg, conf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bundle, orig := writeBundle(t, testSpec(ann))
+			err = EditBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+			want := strings.NewReplacer("{B}", base, "{K}", n.keysDir).Replace(tc.msg)
+			if err == nil || err.Error() != want {
+				t.Fatalf("EditBundle = %v\nwant %s", err, want)
+			}
+			if !errdefs.IsFailedPrecondition(err) {
+				t.Errorf("error %v is not a FailedPrecondition", err)
+			}
+			assertUnchanged(t, bundle, orig)
+			if ls := leasesIn(t, state); len(ls) != 0 {
+				t.Errorf("a refused container left leases: %+v", ls)
+			}
+			if _, err := os.Stat(filepath.Join(state, "keys")); err == nil {
+				t.Error("a refused container made a tenant key")
+			}
+		})
 	}
 }
