@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "zygote.h"
 
@@ -64,6 +65,7 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 void swift_write_status(struct zygote *z)
 {
 	char buf[32768], tmp[512];
+	struct stat st;
 	size_t n;
 	int fd;
 
@@ -72,9 +74,22 @@ void swift_write_status(struct zygote *z)
 		return;
 	n = swift_format_status(z, buf, sizeof(buf));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", z->status_path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return;
+	/* a function under the zygote's uid can put anything at tmp: a FIFO
+	 * (an open for writing would wait for a reader), a symlink, a
+	 * directory. Nothing here waits or follows: only a regular file of
+	 * ours is written, else what is there is removed and the file made
+	 * anew, once; a write that cannot happen is skipped, not waited for. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		unlink(tmp);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+		if (fd < 0)
+			return;
+	}
 	if (write(fd, buf, n) == (ssize_t)n)
 		rename(tmp, z->status_path);
 	close(fd);

@@ -68,6 +68,7 @@ static int listen_unix(const char *path)
 {
 	struct sockaddr_un sa;
 	char dir[256], *slash;
+	mode_t old;
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -75,24 +76,32 @@ static int listen_unix(const char *path)
 		return -1;
 	}
 	snprintf(dir, sizeof(dir), "%s", path);
+	/* the directory and the socket are the zygote user's, mode 0755,
+	 * whatever umask the container's init was given: another uid (a
+	 * function's own) can neither connect nor replace the socket */
+	old = umask(022);
 	if ((slash = strrchr(dir, '/')) && slash != dir) {
 		*slash = 0;
 		mkdir(dir, 0755);
 	}
 	unlink(path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
+	if (fd < 0) {
+		umask(old);
 		return -1;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, path, strlen(path));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128) || chmod(path, 0755)) {
 		int e = errno;
 
+		umask(old);
 		close(fd);
 		errno = e;
 		return -1;
 	}
+	umask(old);
 	return fd;
 }
 
