@@ -883,6 +883,24 @@ static void maintain(struct zygote *z, uint64_t now)
 	}
 }
 
+/* retry_listen listens on the exchange port once whoever held it let go
+ * (it is tried every second meanwhile). */
+static void retry_listen(struct zygote *z, uint64_t now)
+{
+	if (z->tcp_fd >= 0 || !z->next_listen_us || now < z->next_listen_us)
+		return;
+	z->tcp_fd = swift_listen_tcp(z->cfg.listen_host, z->cfg.listen_port);
+	if (z->tcp_fd < 0) {
+		snprintf(z->listen_err, sizeof(z->listen_err), "%s", strerror(errno));
+		z->next_listen_us = now + 1000000;
+		return;
+	}
+	z->next_listen_us = 0;
+	z->listen_err[0] = 0;
+	z->status_dirty = 1;
+	zlog(z, "listening on %s:%d now", z->cfg.listen_host, z->cfg.listen_port);
+}
+
 /* try_peers builds our pools: to each peer whose name sorts after ours,
  * cfg.pool QPs, in exchanges of at most SWIFT_X_MAX; the first after we
  * start tells the peer to drop what it had with our earlier incarnation. */
@@ -1028,6 +1046,7 @@ int swift_loop(struct zygote *z)
 		for (i = 0; i < z->cfg.npeers; i++)
 			if (!z->cfg.peers[i].connected && z->cfg.peers[i].next_try_us)
 				wake = earliest(wake, z->cfg.peers[i].next_try_us);
+		wake = earliest(wake, z->next_listen_us);
 		timeout = wake <= now ? 0 : (int)((wake - now + 999) / 1000);
 		if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR)
 			return -1;
@@ -1107,6 +1126,7 @@ int swift_loop(struct zygote *z)
 				z->next_maint_us = now + SWIFT_MAINT_US;
 			}
 			try_peers(z, now);
+			retry_listen(z, now);
 		}
 		if (z->status_dirty)
 			swift_write_status(z);

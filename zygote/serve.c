@@ -42,6 +42,9 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	  z->have_dev ? swift_share_name(d->share) : "n/a", z->have_dev ? d->gid_index : -1);
 	if (z->have_dev && d->qp_limit)
 		P("qps in_use %d limit %d\n", swift_qps_in_use(d), d->qp_limit);
+	if (z->listen_err[0])
+		P("listen %s:%d failed: %s; trying again every second\n", z->cfg.listen_host, z->cfg.listen_port,
+		  z->listen_err);
 	for (i = 0; i < z->cfg.npeers; i++) {
 		struct swift_peer *p = &z->cfg.peers[i];
 

@@ -105,7 +105,7 @@ static int listen_unix(const char *path)
 	return fd;
 }
 
-static int listen_tcp(const char *host, int port)
+int swift_listen_tcp(const char *host, int port)
 {
 	struct sockaddr_in sa;
 	int fd, one = 1;
@@ -295,10 +295,15 @@ int main(int argc, char **argv)
 		goto out_dev;
 	}
 	if (z->have_dev && z->cfg.npeers > 0) {
-		z->tcp_fd = listen_tcp(z->cfg.listen_host, z->cfg.listen_port);
+		z->tcp_fd = swift_listen_tcp(z->cfg.listen_host, z->cfg.listen_port);
 		if (z->tcp_fd < 0) {
-			zlog(z, "listen on %s:%d: %s", z->cfg.listen_host, z->cfg.listen_port, strerror(errno));
-			goto out_ctl;
+			/* someone holds the port (another zygote, or a squatter):
+			 * local functions are served meanwhile, and the loop tries
+			 * again every second */
+			snprintf(z->listen_err, sizeof(z->listen_err), "%s", strerror(errno));
+			zlog(z, "listen on %s:%d: %s; serving local functions, and trying again every second",
+			     z->cfg.listen_host, z->cfg.listen_port, z->listen_err);
+			z->next_listen_us = swift_now_us() + 1000000;
 		}
 	}
 	swift_write_status(z);
@@ -320,7 +325,6 @@ int main(int argc, char **argv)
 out_tcp:
 	if (z->tcp_fd >= 0)
 		close(z->tcp_fd);
-out_ctl:
 	close(z->ctl_fd);
 	unlink(z->cfg.socket_path);
 out_dev:

@@ -548,6 +548,8 @@ struct zygote {
 	int has_entry;
 	int stop;
 	int uids_ok;             /* function_uids can be applied (CAP_SETUID) */
+	uint64_t next_listen_us; /* the exchange port was taken: try again then (0: listening or not wanted) */
+	char listen_err[128];    /* why it could not listen, for the status */
 	const char *status_path;
 	uint64_t next_maint_us;
 	int status_dirty;
@@ -600,6 +602,10 @@ void swift_kill_all(struct zygote *z);
 
 /* loop.c */
 int swift_loop(struct zygote *z);
+
+/* swift-init.c: listen for exchanges on host:port (non-blocking); -1 and
+ * errno on failure */
+int swift_listen_tcp(const char *host, int port);
 
 /* handlers.c */
 swift_main_fn swift_builtin(const char *name);

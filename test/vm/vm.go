@@ -35,10 +35,12 @@ const (
 	// ScenarioDemoHang is the demo with a step made to hang: it must FAIL
 	// within that step's own bound, naming the step.
 	ScenarioDemoHang = "demo-hang"
-	ScenarioDoctor   = "doctor"
-	ScenarioPolicy   = "policy"
-	ScenarioQPLimit  = "qp-limit"
-	ScenarioNonRoot  = "nonroot"
+	// ScenarioSquat: a squatter on a zygote's exchange port does not stop it.
+	ScenarioSquat   = "squat"
+	ScenarioDoctor  = "doctor"
+	ScenarioPolicy  = "policy"
+	ScenarioQPLimit = "qp-limit"
+	ScenarioNonRoot = "nonroot"
 	// ScenarioAlloc runs pods through CRI whose devices were allocated
 	// before the shim (a device plugin's DeviceSpec, CDI).
 	ScenarioAlloc = "alloc"
@@ -77,7 +79,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioSquat, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }

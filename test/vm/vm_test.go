@@ -464,6 +464,14 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			}
 			t.Logf("fork bench: %v -> %s", res, out)
 		}
+	case ScenarioSquat:
+		want("squatter", "1")         // the squatter holds the port first
+		want("sb_running", "RUNNING") // the port was taken: the zygote still runs
+		want("local_exit", "0")       // and serves its local functions
+		want("listen_failed", "1")    // its status says why it does not listen
+		want("relisten", "1")         // the port free, it listens
+		want("connected", "yes")      // and its peer's pool connects
+		want("listen_failed_after", "0")
 	case ScenarioDoctor:
 		for _, k := range []string{"rdma.kernel", "rdma.devices", "rdma.device_rxe0", "rdma.cm", "rdma.netns",
 			"rdma.copy_on_fork", "rdma.cgroup", "memlock", "containerd", "runc"} {

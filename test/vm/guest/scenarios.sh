@@ -40,6 +40,9 @@
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
 #                      and fork-start timings, as lines starting "DEMO "
+#   squat              a squatter on a zygote's exchange port: local
+#                      functions served, the status says why, it listens
+#                      once the port is free and its peer connects
 #   demo-hang          the demo with a step made to hang: it fails within
 #                      that step's own bound, naming the step
 #   hostile            functions and clients that attack the zygote: a sibling's
@@ -748,6 +751,45 @@ EOF
 	done
 }
 
+# squat: a process that holds a zygote's exchange port before it starts
+# (a squatter, or another zygote on the host network) does not stop it:
+# local functions are served, its status says why it cannot listen, and
+# once the port is free it listens and its peer connects.
+scenario_squat() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	# an IPv4 squatter on 0.0.0.0 (busybox nc -l listens on [::] and, on
+	# the guest's 6.1 kernel, does not keep an IPv4 bind off the port)
+	step "a squatter holds 0.0.0.0:18572 (busybox httpd)"
+	busybox httpd -f -p 0.0.0.0:18572 -h / >/dev/null 2>&1 </dev/null &
+	sq=$!
+	sleep 0.5
+	# /proc/net/tcp: local 00000000:488C (18572) in state 0A (LISTEN)
+	fact squatter "$(grep -c '^ *[0-9]*: 00000000:488C 00000000:0000 0A ' /proc/net/tcp)"
+	step "zygotes sa and sb (sb's port 18572 taken; sa dials sb)"
+	bounded 120 - zrun sa sa 18571 t1 "sb=$P:18572" 2
+	bounded 120 - zrun sb sb 18572 t1 "sa=$P:18571" 2
+	sleep 2
+	step "sb serves a local function while its port is taken"
+	fact sb_running "$(ctr_ task ls | awk '$1 == "sb" {print $3}')"
+	zexec_t 30 sb /.swift/bin/swift-run --timeout 20 --no-qp -- noop
+	fact local_exit $?
+	st=$(zexec_t 20 sb /.swift/bin/swift-run --status 2>&1)
+	echo "$st"
+	fact listen_failed "$(echo "$st" | grep -c '^listen 0.0.0.0:18572 failed: Address already in use; trying again every second$')"
+	step "the squatter lets go: sb listens, and sa's pool to sb connects"
+	kill "$sq" 2>/dev/null
+	wait "$sq" 2>/dev/null
+	if zwait sa sb connected; then fact connected yes; else fact connected no; fi
+	fact relisten "$(grep -c 'listening on 0.0.0.0:18572 now' "$W/sb.out")"
+	st=$(zexec_t 20 sb /.swift/bin/swift-run --status 2>&1)
+	fact listen_failed_after "$(echo "$st" | grep -c '^listen ')"
+	echo "--- sb.out"; cat "$W/sb.out"
+	step "stop sa and sb"
+	bounded 60 - zstop sa sb
+}
+
 # demo-hang: the demo with a step made to hang on purpose (it blocks as
 # swift-warm once did, opening a FIFO no one writes): the scenario must
 # fail within that step's bound of 15 s, naming the step, after the
@@ -1169,7 +1211,7 @@ scenario_probe() {
 . "$(dirname "$0")/quickstart.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
