@@ -145,7 +145,46 @@ type Lease struct {
 	Bundle    string    `json:"bundle"`
 	Owner     Owner     `json:"owner"`
 	Created   time.Time `json:"created"`
+	// Listen is the QP exchange port the container's zygote listens on
+	// (nil: none): two live leases never hold one port in one network
+	// namespace.
+	Listen *Listen `json:"listen,omitempty"`
 }
+
+// Listen is a zygote's exchange address and the network namespace it
+// listens in.
+type Listen struct {
+	// NetNS names the network namespace, "netns:DEV:INO" (the node's own
+	// for a container of the host network, a pod's for its containers).
+	NetNS string `json:"netns"`
+	Host  string `json:"host"` // IPv4, 0.0.0.0 for every address
+	Port  uint16 `json:"port"`
+}
+
+// Conflicts tells whether a and b cannot both listen: one namespace, one
+// port, and the same address or the wildcard on either side.
+func (a Listen) Conflicts(b Listen) bool {
+	return a.NetNS == b.NetNS && a.Port == b.Port &&
+		(a.Host == b.Host || a.Host == "0.0.0.0" || b.Host == "0.0.0.0")
+}
+
+func (a Listen) String() string { return fmt.Sprintf("%s:%d", a.Host, a.Port) }
+
+// PortError is an Acquire refused because another live lease's zygote
+// listens on the port asked for. Its message does not name the holder
+// (it may be another tenant's): Holder is for the node's own log.
+type PortError struct {
+	Want   Listen
+	Holder string // the holder's key, namespace/ID
+}
+
+func (e *PortError) Error() string {
+	return fmt.Sprintf("the zygote's exchange port %s is held by another zygote in the same network namespace: give each zygote its own port (annotation swift.io/listen, and the peers that dial it): %v",
+		e.Want, errdefs.ErrFailedPrecondition)
+}
+
+// Unwrap makes PortError a FailedPrecondition error.
+func (e *PortError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 // Key is the lease's key: namespace/ID.
 func (l Lease) Key() string { return l.Namespace + "/" + l.ID }
@@ -621,7 +660,8 @@ func decode(k, v []byte) (Lease, error) {
 // ledger. A lease already recorded under the same key (a retried Create,
 // or a stale one) is replaced. Leases of containers that no longer exist
 // are reclaimed first, and returned, whether or not the quota admits the
-// new one. Over quota the error is a *QuotaError.
+// new one. Over quota the error is a *QuotaError; a lease whose Listen
+// conflicts with a live lease's is refused with a *PortError.
 func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
 	if lease.Namespace == "" || lease.ID == "" || lease.Tenant == "" {
 		return nil, fmt.Errorf("lease needs a namespace, an ID and a tenant (got %q/%q tenant %q): %w",
@@ -660,6 +700,7 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 		}
 		var used Amounts
 		var dead [][]byte
+		var portErr *PortError
 		err = b.ForEach(func(k, v []byte) error {
 			if string(k) == lease.Key() {
 				return nil
@@ -676,6 +717,9 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 			if x.Tenant == lease.Tenant {
 				used = used.Add(x.Charge)
 			}
+			if lease.Listen != nil && x.Listen != nil && portErr == nil && lease.Listen.Conflicts(*x.Listen) {
+				portErr = &PortError{Want: *lease.Listen, Holder: x.Key()}
+			}
 			return nil
 		})
 		if err != nil {
@@ -685,6 +729,10 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 			if err := b.Delete(k); err != nil {
 				return err
 			}
+		}
+		if portErr != nil {
+			quotaErr = portErr
+			return nil // commit the reclaimed deletions, not the lease
 		}
 		for _, r := range Resources {
 			lim, u, ask := q.Limit.Get(r), used.Get(r), lease.Charge.Get(r)

@@ -559,3 +559,83 @@ func TestTxFailedClass(t *testing.T) {
 		})
 	}
 }
+
+func TestAcquirePort(t *testing.T) {
+	at := func(l Lease, netns, host string, port uint16) Lease {
+		l.Listen = &Listen{NetNS: netns, Host: host, Port: port}
+		return l
+	}
+	dead := func(l Lease) Lease {
+		l.Owner.Start++ // the shim's pid now names another process
+		return l
+	}
+	const refused = "the zygote's exchange port"
+	tests := []struct {
+		name  string
+		first Lease
+		next  Lease
+		err   string // "": admitted
+		want  []string
+	}{
+		{"same port, host network", at(lease("n", "a", "t1", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "b", "t2", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			"the zygote's exchange port 0.0.0.0:18515 is held by another zygote in the same network namespace", []string{"n/a"}},
+		{"same tenant too", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515), refused, []string{"n/a"}},
+		{"an address against the wildcard", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "10.0.2.15", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515), refused, []string{"n/a"}},
+		{"the wildcard against an address", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "10.0.2.15", 18515), refused, []string{"n/a"}},
+		{"one pod's namespace", at(lease("n", "a", "t", one(1)), "netns:4:4026532281", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026532281", "0.0.0.0", 18515),
+			"0.0.0.0:18515 is held by another zygote in the same network namespace", []string{"n/a"}},
+		{"two addresses", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "10.0.2.15", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "10.0.3.15", 18515), "", []string{"n/a", "n/b"}},
+		{"two ports", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18516), "", []string{"n/a", "n/b"}},
+		{"two pods' namespaces", at(lease("n", "a", "t", one(1)), "netns:4:4026532281", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026532282", "0.0.0.0", 18515), "", []string{"n/a", "n/b"}},
+		{"a pod's namespace and the host's", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026532281", "0.0.0.0", 18515), "", []string{"n/a", "n/b"}},
+		{"no listener", lease("n", "a", "t", one(1)),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515), "", []string{"n/a", "n/b"}},
+		{"a retried Create of the holder", at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515),
+			at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515), "", []string{"n/a"}},
+		{"a holder that is gone", dead(at(lease("n", "a", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515)),
+			at(lease("n", "b", "t", one(1)), "netns:4:4026531840", "0.0.0.0", 18515), "", []string{"n/b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(t.TempDir())
+			if _, err := l.Acquire(tc.first, Quota{}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := l.Acquire(tc.next, Quota{})
+			if tc.err == "" && err != nil {
+				t.Fatalf("second lease refused: %v", err)
+			}
+			if tc.err != "" {
+				var pe *PortError
+				if !errors.As(err, &pe) || !errdefs.IsFailedPrecondition(err) {
+					t.Fatalf("error %v, want a FailedPrecondition PortError", err)
+				}
+				if !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %q does not contain %q", err, tc.err)
+				}
+				if pe.Holder != "n/a" {
+					t.Errorf("Holder = %q, want n/a", pe.Holder)
+				}
+				if strings.Contains(err.Error(), "n/a") || strings.Contains(err.Error(), "t1") {
+					t.Errorf("error %q names the holder (another tenant's container)", err)
+				}
+			}
+			got, err := l.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(keys(got), tc.want) {
+				t.Errorf("ledger holds %q, want %q", keys(got), tc.want)
+			}
+		})
+	}
+}

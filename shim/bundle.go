@@ -249,7 +249,18 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	}
 	// Everything is checked: take the lease (against the tenant's node-wide
 	// quota) before anything is written, and give it back if writing fails.
-	lease, err := acquireLease(ctx, cfg, ten, bundle)
+	var listen *ledger.Listen
+	if zp != nil && zp.listen != nil {
+		netns, err := listenNetNS(spec)
+		if err != nil {
+			return nil, err
+		}
+		if netns != "" {
+			listen = zp.listen
+			listen.NetNS = netns
+		}
+	}
+	lease, err := acquireLease(ctx, cfg, ten, bundle, listen)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -119,8 +120,10 @@ func containerKey(ctx context.Context, bundle string) (string, string) {
 }
 
 // acquireLease records the container's lease against its tenant's
-// node-wide quota. The open policy (no policy file) keeps no ledger.
-func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle string) (*leaseRef, error) {
+// node-wide quota, and the port its zygote listens on (listen, nil for
+// none) against every other zygote's. The open policy (no policy file)
+// keeps no ledger.
+func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle string, listen *ledger.Listen) (*leaseRef, error) {
 	if ten.policy.IsOpen() {
 		return nil, nil
 	}
@@ -129,7 +132,7 @@ func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle s
 	l := ledger.New(cfg.StateDir)
 	owner := ledger.Self()
 	lease := ledger.Lease{Namespace: ns, ID: id, Tenant: t.Name, Devices: ten.devices, Charge: ten.charge,
-		Bundle: bundle, Owner: owner}
+		Bundle: bundle, Owner: owner, Listen: listen}
 	q := ledger.Quota{
 		Limit: ledger.Amounts{Containers: t.Node.Containers, QPs: t.Node.QPs, HCAHandle: t.Node.HCAHandle,
 			HCAObject: t.Node.HCAObject, Memlock: t.Node.Memlock},
@@ -139,6 +142,11 @@ func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle s
 	for _, r := range reclaimed {
 		log.G(ctx).WithField("lease", r.Key()).WithField("tenant", r.Tenant).WithField("shim_pid", r.Owner.PID).
 			Info("swift: reclaimed the lease of a container that no longer exists")
+	}
+	var pe *ledger.PortError
+	if errors.As(err, &pe) {
+		log.G(ctx).WithField("lease", ns+"/"+id).WithField("holder", pe.Holder).WithField("listen", pe.Want.String()).
+			Warn("swift: refused a zygote whose exchange port another zygote of the node holds")
 	}
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/trust"
 	"github.com/swift-rdma/swift-containerd/keys"
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
@@ -130,6 +131,10 @@ type zygotePrep struct {
 	// (mode 0600, owned by keyOwner on the host); nil once handed over
 	keyCopy  []byte
 	keyOwner [2]uint32
+	// listen is the exchange address swift-init listens on (nil: it has
+	// no peers and does not listen); its NetNS is filled in once the
+	// spec's namespaces are final (listenNetNS).
+	listen *ledger.Listen
 }
 
 // hostID maps a container uid or gid to the host through a user
@@ -192,7 +197,33 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 		p.mod.Owner = &[2]uint32{uid, gid}
 	}
 	p.poolConf = pc.Render()
+	if len(pc.Peers) > 0 {
+		p.listen = &ledger.Listen{Host: pc.ListenHost, Port: pc.ListenPort}
+	}
 	return p, nil
+}
+
+// listenNetNS names the network namespace the container of s listens in,
+// as ledger.Listen.NetNS, "netns:DEV:INO": the one it joins by path (its
+// pod's), else the shim's, the node's (a host-network container); "" for
+// a new namespace of its own, where no other container listens.
+func listenNetNS(s *specs.Spec) (string, error) {
+	path := "/proc/self/ns/net"
+	if s.Linux != nil {
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				if ns.Path == "" {
+					return "", nil
+				}
+				path = ns.Path
+			}
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", fmt.Errorf("the container's network namespace %s: %w: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	return fmt.Sprintf("netns:%d:%d", st.Dev, st.Ino), nil
 }
 
 // writeKeyCopy makes the container's key FIFO at mod.KeyPath, owned by

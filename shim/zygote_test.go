@@ -1,12 +1,16 @@
 package shim
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -15,6 +19,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/keys"
+	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
@@ -407,6 +412,130 @@ func TestEditBundleZygoteUntrusted(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(state, "keys")); err == nil {
 				t.Error("a refused container made a tenant key")
+			}
+		})
+	}
+}
+
+// TestEditBundleZygotePort: a zygote that would listen on an exchange port
+// another live zygote holds in the same network namespace (the node's, or
+// one pod's) is refused at Create, whatever its tenant; the refusal names
+// no other container, and leaves the bundle and the ledger as they were.
+// Another port, another pod's namespace or a namespace of its own is
+// admitted.
+func TestEditBundleZygotePort(t *testing.T) {
+	n := newFakeNode(t, true)
+	const pol = `[tenants.a]
+namespaces = ["team-a"]
+devices = ["rxe1"]
+peers = ["10.0.0.0/8:18515-18600"]
+fork_sharing = true
+seccomp = "none"
+[tenants.b]
+namespaces = ["team-b"]
+devices = ["rxe1"]
+peers = ["10.0.0.0/8:18515-18600"]
+fork_sharing = true
+seccomp = "none"
+`
+	cfg, state, _ := n.policyConfig(t, pol)
+	// the fake tree has no ports to check the node's network against
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, bytes.Replace(b, []byte("[hooks]\n"), []byte("[hooks]\nnetcheck = false\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a pod's network namespace: a process in a namespace of its own
+	pod := exec.Command("unshare", "--net", "sleep", "60")
+	if err := pod.Start(); err != nil {
+		t.Fatalf("unshare --net (util-linux): %v", err)
+	}
+	t.Cleanup(func() { _ = pod.Process.Kill(); _ = pod.Wait() })
+	podNS := fmt.Sprintf("/proc/%d/ns/net", pod.Process.Pid)
+	for i := 0; i < 100; i++ { // until unshare has made it
+		if a, _ := os.Readlink(podNS); a != "" {
+			if b, _ := os.Readlink("/proc/self/ns/net"); a != b {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	netns := func(path string) string {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("netns:%d:%d", st.Dev, st.Ino)
+	}
+	hostNS := netns("/proc/self/ns/net")
+	const refusal = "the zygote's exchange port 0.0.0.0:18515 is held by another zygote in the same network namespace: " +
+		"give each zygote its own port (annotation swift.io/listen, and the peers that dial it): failed precondition"
+	// in: the spec's network namespace (nil: none of its own, the host's)
+	tests := []struct {
+		name   string
+		podNS  string // the pod's Kubernetes namespace: its tenant
+		in     *specs.LinuxNamespace
+		listen string
+		err    string         // "": admitted
+		want   *ledger.Listen // the lease's Listen when admitted
+	}{
+		{"the first on the host network", "team-a", nil, "", "", &ledger.Listen{NetNS: hostNS, Host: "0.0.0.0", Port: 18515}},
+		{"the same port on the host network", "team-a", nil, "", refusal, nil},
+		{"another tenant, the same port", "team-b", nil, "", refusal, nil},
+		{"one address of the wildcard's port", "team-b", nil, "10.0.0.5:18515", "the zygote's exchange port 10.0.0.5:18515 is held", nil},
+		{"the host's namespace joined by path", "team-b", &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/self/ns/net"}, "", refusal, nil},
+		{"another port", "team-b", nil, "18516", "", &ledger.Listen{NetNS: hostNS, Host: "0.0.0.0", Port: 18516}},
+		{"a pod's namespace", "team-b", &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: podNS}, "", "",
+			&ledger.Listen{NetNS: netns(podNS), Host: "0.0.0.0", Port: 18515}},
+		{"a second zygote in that pod", "team-b", &specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: podNS}, "", refusal, nil},
+		{"a namespace of its own", "team-b", &specs.LinuxNamespace{Type: specs.NetworkNamespace}, "", "", nil},
+	}
+	held, bundles := 0, t.TempDir()
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ann := map[string]string{annotations.RDMA: "true", annotations.Zygote: "true", policy.CRISandboxNamespace: tc.podNS,
+				annotations.Peers: "b=10.0.0.1:18515"}
+			if tc.listen != "" {
+				ann[annotations.Listen] = tc.listen
+			}
+			s := testSpec(ann)
+			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}}
+			if tc.in != nil {
+				s.Linux.Namespaces = append(s.Linux.Namespaces, *tc.in)
+			}
+			bundle, orig := writeBundle(t, s)
+			// a container ID of its own (the lease's key), in a bundle that
+			// outlives the subtest: a lease whose bundle is gone is dead
+			id := filepath.Join(bundles, fmt.Sprintf("c%d", i))
+			if err := os.Rename(bundle, id); err != nil {
+				t.Fatal(err)
+			}
+			bundle = id
+			err := EditBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+			ls := leasesIn(t, state)
+			if tc.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) || !errdefs.IsFailedPrecondition(err) {
+					t.Fatalf("EditBundle = %v\nwant a FailedPrecondition %s", err, tc.err)
+				}
+				assertUnchanged(t, bundle, orig)
+				if len(ls) != held {
+					t.Errorf("a refused container changed the ledger: %d leases, want %d", len(ls), held)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("EditBundle: %v", err)
+			}
+			held++
+			if len(ls) != held {
+				t.Fatalf("%d leases, want %d", len(ls), held)
+			}
+			for _, l := range ls {
+				if l.ID == filepath.Base(bundle) && !reflect.DeepEqual(l.Listen, tc.want) {
+					t.Errorf("lease Listen = %+v, want %+v", l.Listen, tc.want)
+				}
 			}
 		})
 	}

@@ -600,6 +600,15 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("p1_accept", "1")
 		want("refused_network", "1")
 		want("refused_auth_from_allowed", "1")
+		// a second zygote on p1's port: refused at Create, nothing left,
+		// p1 untouched
+		if f["port_exit"] == "0" {
+			t.Errorf("%s: a second zygote on p1's port 18545 was created", name)
+		}
+		want("port_refused", "1")
+		want("port_left", "0")
+		want("port_leases", "0")
+		want("port_p1", "RUNNING")
 		if f["intruder_exit_127.0.0.1"] == "0" || f["intruder_exit_10.0.2.15"] == "0" {
 			t.Errorf("%s: a client without the tenant key got QPs (exit %q from 127.0.0.1, %q from 10.0.2.15)", name,
 				f["intruder_exit_127.0.0.1"], f["intruder_exit_10.0.2.15"])

@@ -873,6 +873,20 @@ EOF
 	fact refused_network "$(grep -c 'refused a connection from 127.0.0.1:[0-9]*: not in tenant t1.s peer networks' "$W/p1.out")"
 	fact refused_auth_from_allowed "$(grep -c 'refused peer intruder at 10.0.2.15:[0-9]*: tenant t1: key name is not in this node.s keyring' "$W/p1.out")"
 	echo "--- p1.out"; cat "$W/p1.out"
+
+	log "a second zygote asking for p1's port 18545 (any tenant) is refused at Create, and leaves no task and no lease"
+	rf=$(rootfs p3)
+	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" \
+		--annotation swift.io/rdma=true --annotation swift.io/zygote=true --annotation swift.io/name=p3 \
+		--annotation swift.io/listen=18545 --annotation swift.io/tenant=t1 --annotation swift.io/peers="p1=10.0.2.15:18545" \
+		--rootfs "$rf" p3 /bin/sleep 3600 >"$W/p3.log" 2>&1
+	fact port_exit $?
+	cat "$W/p3.log"
+	fact port_refused "$(grep -c "the zygote's exchange port 0.0.0.0:18545 is held by another zygote in the same network namespace" "$W/p3.log")"
+	fact port_left "$(ctr_ task ls | grep -c '^p3 ')"
+	fact port_leases "$(SWIFT_CONFIG=$W/swift.toml "$SWIFTVM_BIN_DIR/swiftctl" pools ls --leases | grep -c '/p3 ')"
+	fact port_p1 "$(ctr_ task ls | awk '$1 == "p1" {print $3}')"
+	ctr_ container delete p3 >/dev/null 2>&1
 	zstop p1
 	cp "$W/swift.default.toml" "$W/swift.toml"
 }
