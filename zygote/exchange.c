@@ -412,6 +412,18 @@ static int decoy(struct xconn *x)
 	return finish(x, 0);
 }
 
+/* peer_from: whether a connection from source (IPv4, network order) may
+ * speak for p: any, when p is configured by a host name; else only from
+ * that address. */
+static int peer_from(const struct swift_peer *p, uint32_t source)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, p->host, &a) != 1)
+		return 1;
+	return a.s_addr == source;
+}
+
 static int server_advance(struct xconn *x, const struct swift_xenv *e)
 {
 	uint8_t want[32], ch[CHAL_LEN], r[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
@@ -464,6 +476,17 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 		x->peer = swift_find_peer(e->cfg, x->from);
 		if (x->peer < 0) {
 			snprintf(x->err, sizeof(x->err), "tenant %s: not in this zygote's peer list", x->tenant);
+			return decoy(x);
+		}
+		/* a peer configured by its address dials from it: a key holder
+		 * elsewhere cannot speak under its name */
+		if (x->source && !peer_from(&e->cfg->peers[x->peer], x->source)) {
+			struct in_addr src = {.s_addr = x->source};
+			char sa[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &src, sa, sizeof(sa));
+			snprintf(x->err, sizeof(x->err), "tenant %s: peer %s is configured at %s, this connection comes from %s",
+				 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
 			return decoy(x);
 		}
 		derive(x, e, x->hello);

@@ -274,9 +274,39 @@ static int held_refusal(struct zygote *z, int peer, int count, int self, char *e
 
 /* ---- row operations for the exchange --------------------------------------- */
 
+/* live_link: whether peer's link is open and its other end still there
+ * (what it sent is left for the loop to read). */
+static int live_link(struct zygote *z, int peer)
+{
+	const struct swift_peer *p = &z->cfg.peers[peer];
+	const struct conn *c;
+	char b;
+	ssize_t n;
+
+	if (p->link < 0)
+		return 0;
+	c = &z->conns[p->link];
+	if (c->kind != C_XCHG || c->gen != p->link_gen)
+		return 0;
+	n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
 static int op_admit(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen)
 {
-	return flags & SWIFT_X_HELD ? held_refusal(ctx, peer, count, -1, err, errlen) : 0;
+	struct zygote *z = ctx;
+
+	/* a first hello (the peer restarted: its QPs go) or a new link under
+	 * a name whose link is live is another zygote claiming that name, or a
+	 * restart the old link has not seen end: it is refused, and a real
+	 * restart is admitted once the old link closes */
+	if ((flags & (SWIFT_X_INITIAL | SWIFT_X_LINK)) && live_link(z, peer)) {
+		if (err)
+			snprintf(err, errlen, "its link from %s is live; a first hello under its name is refused "
+					      "until that link closes", z->conns[z->cfg.peers[peer].link].addr);
+		return EBUSY;
+	}
+	return flags & SWIFT_X_HELD ? held_refusal(z, peer, count, -1, err, errlen) : 0;
 }
 
 static int op_create(void *ctx, int peer, struct swift_qpinfo *local, char *err, size_t errlen)
@@ -809,6 +839,7 @@ static void accept_tcp(struct zygote *z)
 			continue;
 		}
 		swift_xconn_server(&z->conns[ci].x);
+		z->conns[ci].x.source = sa.sin_addr.s_addr;
 	}
 }
 

@@ -810,6 +810,7 @@ struct side {
 	struct swift_rowops ops;
 	struct swift_xenv env;
 	struct xconn x;
+	uint32_t source; /* as server: the dialer's address, as the loop sets it */
 };
 
 /* side_init: a zygote `name` of `tenant`, peer `peer`, with a ring of keys
@@ -898,6 +899,7 @@ static void run_pair(struct side *a, struct side *b, int count, unsigned flags, 
 
 	swift_xconn_client(&a->x, &a->env, 0, count, flags, NULL, replaces);
 	swift_xconn_server(&b->x);
+	b->x.source = b->source;
 	for (rounds = 0; rounds < 12 && (ra == XC_MORE || rb == XC_MORE); rounds++) {
 		n = take(&a->x, buf, sizeof(buf));
 		if (n && tamper)
@@ -1001,6 +1003,29 @@ static void test_exchange(void)
 	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.nlive == 0 &&
 		      strstr(b->x.err, "not in this zygote's peer list"),
 	      "exchange: a name not in the peer list is refused, nothing left on either side");
+
+	/* a peer configured by its address speaks only from it: a key
+	 * holder elsewhere under its name is refused before any proof */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "10.0.0.1");
+	b->source = htonl(0x0a000002); /* 10.0.0.2 */
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.created == 0 && a->x.refused &&
+		      !strcmp(b->x.err, "tenant t1: peer a is configured at 10.0.0.1, this connection comes from 10.0.0.2"),
+	      "exchange: a configured peer's name from another address is refused, nothing created");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "10.0.0.1");
+	b->source = htonl(0x0a000001);
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+	check(ra == XC_HELD && rb == XC_HELD, "exchange: a configured peer from its address is served");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
+	b->source = htonl(0x0a000002);
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE, "exchange: a peer configured by host name is not pinned to an address");
 
 	/* the client dialed b, but reached c (another zygote of the tenant) */
 	side_init(a, "a", "t1", K1, "b");

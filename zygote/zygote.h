@@ -396,6 +396,7 @@ struct xconn {
 	enum xstep after_flush;
 	unsigned flags;
 	int peer;                    /* cfg index; the server learns it */
+	uint32_t source;             /* server: the dialer's IPv4 (network order), 0 unknown */
 	int count;
 	int foreign;                 /* client: QPs of a function, no rows */
 	int key;                     /* index of the key in use */

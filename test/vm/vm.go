@@ -35,6 +35,9 @@ const (
 	// ScenarioDemoHang is the demo with a step made to hang: it must FAIL
 	// within that step's own bound, naming the step.
 	ScenarioDemoHang = "demo-hang"
+	// ScenarioImpostor: a key holder's zygote under another's name is
+	// refused; the victim's link, QPs and data are untouched.
+	ScenarioImpostor = "impostor"
 	// ScenarioSquat: a squatter on a zygote's exchange port does not stop it.
 	ScenarioSquat   = "squat"
 	ScenarioDoctor  = "doctor"
@@ -79,7 +82,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioSquat, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }

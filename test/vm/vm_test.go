@@ -464,6 +464,12 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			}
 			t.Logf("fork bench: %v -> %s", res, out)
 		}
+	case ScenarioImpostor:
+		want("linked", "yes")
+		want("refused", "yes")    // ib refused the impostor's hello, and logged it
+		want("ix_connected", "0") // the impostor got no pool
+		want("qps_kept", "yes")   // ib's QPs with ia are the same ones
+		want("verified", "200")   // and ia's function still passes data
 	case ScenarioSquat:
 		want("squatter", "1")         // the squatter holds the port first
 		want("sb_running", "RUNNING") // the port was taken: the zygote still runs

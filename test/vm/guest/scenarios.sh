@@ -40,6 +40,8 @@
 #                      SEND, new destination, warm start), 30 runs each
 #   demo               what make demo shows: a forked function's messages
 #                      and fork-start timings, as lines starting "DEMO "
+#   impostor           a key holder's zygote under another's name: refused,
+#                      the victim's link, QPs and data untouched
 #   squat              a squatter on a zygote's exchange port: local
 #                      functions served, the status says why, it listens
 #                      once the port is free and its peer connects
@@ -790,6 +792,47 @@ scenario_squat() {
 	bounded 60 - zstop sa sb
 }
 
+# impostor: a key holder that runs a zygote under another's name (ia)
+# dials ia's peer ib: ib refuses it and logs it, ia's link, QPs and data
+# are untouched. (All three share one address here, so this is the link
+# check; a name from another address is refused before any proof, as the
+# zygote's unit tests show.)
+scenario_impostor() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	step "zygotes ia and ib of tenant t1, linked"
+	bounded 120 - zrun ia ia 18581 t1 "ib=$P:18582" 2
+	bounded 120 - zrun ib ib 18582 t1 "ia=$P:18581" 2
+	if zwait ia ib connected; then fact linked yes; else fact linked no; fi
+	qps() { zexec_t 20 ib /.swift/bin/swift-run --status 2>&1 | sed -n 's/^qp [0-9]* peer ia qpn \([0-9]*\) remote \([0-9]*\).*/\1:\2/p' | tr '\n' ' '; }
+	before=$(qps)
+	echo "ib's QPs with ia: $before"
+	step "an impostor zygote ix of tenant t1 named ia (it holds the key) dials ib"
+	bounded 120 - zrun ix ia 18583 t1 "ib=$P:18582" 2
+	i=0
+	while [ "$(grep -c 'its link from .* is live' "$W/ib.out")" = 0 ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i + 1)); done
+	echo "--- ib.out"; cat "$W/ib.out"
+	echo "--- ix.out"; cat "$W/ix.out"
+	# (refused each time it tries again)
+	n=$(grep -c "peer ia at $P:[0-9]*: .*its link from $P:[0-9]* is live; a first hello under its name is refused until that link closes" "$W/ib.out")
+	if [ "$n" -ge 1 ]; then fact refused yes; else fact refused no; fi
+	fact ix_connected "$(zexec_t 20 ix /.swift/bin/swift-run --status 2>&1 | grep -c '^peer ib .* connected ')"
+	after=$(qps)
+	echo "ib's QPs with ia after: $after"
+	if [ -n "$before" ] && [ "$before" = "$after" ]; then fact qps_kept yes; else fact qps_kept "no ($before / $after)"; fi
+	step "ia's function still passes data to ib (200 messages)"
+	zexec_t 90 ib /.swift/bin/swift-run --timeout 60 --peer ia --all -- echo 1600 >"$W/imp-echo.log" 2>&1 &
+	ep=$!
+	sleep 1
+	pp=$(zexec_t 90 ia /.swift/bin/swift-run --timeout 60 --peer ib -- pingpong 200 256 2>&1)
+	echo "$pp"
+	wait $ep
+	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
+	step "stop ix, ia and ib"
+	bounded 60 - zstop ix ia ib
+}
+
 # demo-hang: the demo with a step made to hang on purpose (it blocks as
 # swift-warm once did, opening a FIFO no one writes): the scenario must
 # fail within that step's bound of 15 s, naming the step, after the
@@ -1225,7 +1268,7 @@ scenario_probe() {
 . "$(dirname "$0")/quickstart.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
