@@ -412,16 +412,33 @@ static int decoy(struct xconn *x)
 	return finish(x, 0);
 }
 
+/* local_addr: whether a (network order) is an address of this network
+ * namespace (a socket can be bound to it). */
+static int local_addr(uint32_t a)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = a};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	ok = !bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return ok;
+}
+
 /* peer_from: whether a connection from source (IPv4, network order) may
  * speak for p: any, when p is configured by a host name; else only from
- * that address. */
+ * that address, or from loopback when that address is one of this
+ * network namespace's (a process here can take either as its source). */
 static int peer_from(const struct swift_peer *p, uint32_t source)
 {
 	struct in_addr a;
 
 	if (inet_pton(AF_INET, p->host, &a) != 1)
 		return 1;
-	return a.s_addr == source;
+	if (a.s_addr == source)
+		return 1;
+	return (ntohl(source) >> 24) == 127 && local_addr(a.s_addr);
 }
 
 static int server_advance(struct xconn *x, const struct swift_xenv *e)
