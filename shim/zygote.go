@@ -118,6 +118,41 @@ func functionUIDs(s *specs.Spec, base uint32) uint32 {
 	return 0
 }
 
+// landlockABI is the kernel's Landlock ABI version, or -1 without it.
+var landlockABI = func() int {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1 /* LANDLOCK_CREATE_RULESET_VERSION */)
+	if errno != 0 {
+		return -1
+	}
+	return int(v)
+}
+
+// sameUIDConfined refuses a zygote whose functions would run under its own
+// uid (no function uids: the node's base cfgBase is 0, the container's
+// user namespace does not map them so base is 0, or the zygote is not
+// root) on a kernel without Landlock: only
+// Landlock keeps such a function from replacing the control socket and
+// from the entrypoint's memory (swift-init confines each one with it).
+func sameUIDConfined(s *specs.Spec, cfgBase, base uint32) error {
+	why := ""
+	switch {
+	case cfgBase == 0:
+		why = "zygote.function_uid_base is 0"
+	case base == 0:
+		why = "its user namespace does not map the function uids"
+	case s.Process != nil && s.Process.User.UID != 0:
+		why = fmt.Sprintf("the zygote runs as uid %d, not root, and cannot switch uids", s.Process.User.UID)
+	default:
+		return nil
+	}
+	if v := landlockABI(); v < 1 {
+		return fmt.Errorf("swift.io/zygote=true: functions would run under the zygote's own uid (%s), and only Landlock keeps them "+
+			"from its control socket and the entrypoint's memory, which this kernel does not have (Linux 5.13 or later with "+
+			"landlock in its lsm= list): %w", why, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
 // KeyCopyFile is the container's key FIFO in the bundle, through which
 // the shim feeds its tenant's keyring to the zygote once.
 const KeyCopyFile = "swift-tenant.keys"
@@ -166,6 +201,9 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	}
 	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)
 	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
+	if err := sameUIDConfined(s, cfg.Zygote.FunctionUIDBase, pc.FunctionUIDBase); err != nil {
+		return nil, err
+	}
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
 	pc.QPLimit = qpLimit
 	key, _, err := TenantKeyring(cfg, t, pc.Tenant)

@@ -540,3 +540,48 @@ seccomp = "none"
 		})
 	}
 }
+
+// TestSameUIDConfined: a zygote whose functions share its uid is refused
+// on a kernel without Landlock, naming why they would; with Landlock, or
+// with function uids, it is admitted.
+func TestSameUIDConfined(t *testing.T) {
+	const cfgBase = 2000000000
+	userns := &specs.Linux{UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}}
+	spec := func(uid uint32, l *specs.Linux) *specs.Spec {
+		return &specs.Spec{Process: &specs.Process{User: specs.User{UID: uid}}, Linux: l}
+	}
+	const tail = ", and only Landlock keeps them from its control socket and the entrypoint's memory, which this kernel " +
+		"does not have (Linux 5.13 or later with landlock in its lsm= list): failed precondition"
+	tests := []struct {
+		name          string
+		s             *specs.Spec
+		cfgBase, base uint32
+		want          string // without Landlock; "": admitted
+	}{
+		{"function uids", spec(0, nil), cfgBase, cfgBase, ""},
+		{"function_uid_base = 0", spec(0, nil), 0, 0,
+			"swift.io/zygote=true: functions would run under the zygote's own uid (zygote.function_uid_base is 0)" + tail},
+		{"a user namespace without the function uids", spec(0, userns), cfgBase, 0,
+			"swift.io/zygote=true: functions would run under the zygote's own uid (its user namespace does not map the function uids)" + tail},
+		{"a non-root zygote", spec(1000, nil), cfgBase, cfgBase,
+			"swift.io/zygote=true: functions would run under the zygote's own uid (the zygote runs as uid 1000, not root, and cannot switch uids)" + tail},
+	}
+	old := landlockABI
+	t.Cleanup(func() { landlockABI = old })
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			landlockABI = func() int { return -1 }
+			err := sameUIDConfined(tc.s, tc.cfgBase, tc.base)
+			if tc.want == "" && err != nil {
+				t.Errorf("without Landlock: %v, want admitted", err)
+			}
+			if tc.want != "" && (err == nil || err.Error() != tc.want || !errdefs.IsFailedPrecondition(err)) {
+				t.Errorf("without Landlock: %v\nwant %s", err, tc.want)
+			}
+			landlockABI = func() int { return 2 }
+			if err := sameUIDConfined(tc.s, tc.cfgBase, tc.base); err != nil {
+				t.Errorf("with Landlock: %v, want admitted", err)
+			}
+		})
+	}
+}

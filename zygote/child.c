@@ -379,6 +379,41 @@ static int own_qps(struct zygote *z, int slot, int relay, struct own *o, struct 
 	return me->own;
 }
 
+/* dir_of: the directory of path, into buf */
+static const char *dir_of(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	if (!slash)
+		return ".";
+	if (n == 0)
+		return "/";
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, path, n);
+	buf[n] = 0;
+	return buf;
+}
+
+/* confine_same_uid: Landlock (landlock.c) for a function that shares the
+ * zygote's uid: the control socket's and the status file's directories
+ * and every other process's /proc entries are out of its reach. */
+static int confine_same_uid(struct zygote *z, char *why, size_t len)
+{
+	char sock[4096], status[4096];
+	struct swift_confine c;
+
+	memset(&c, 0, sizeof(c));
+	c.root = "/";
+	c.protect[c.nprotect++] = dir_of(z->cfg.socket_path, sock, sizeof(sock));
+	if (z->status_path)
+		c.protect[c.nprotect++] = dir_of(z->status_path, status, sizeof(status));
+	c.proc = "/proc";
+	c.self = (long)getpid();
+	return swift_landlock_confine(&c, why, len);
+}
+
 void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int relay)
 {
 	struct child *me = &z->children[slot];
@@ -411,8 +446,17 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 		if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id))
 			die(126, "function uid");
 		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	} else if (confine()) {
-		die(126, "seccomp (a function must not leave its session)");
+	} else {
+		char why[512];
+
+		if (confine())
+			die(126, "seccomp (a function must not leave its session)");
+		/* under the zygote's own uid: Landlock keeps it out of the
+		 * zygote's socket directory and other processes' /proc */
+		if (confine_same_uid(z, why, sizeof(why))) {
+			fprintf(stderr, "swift: a function under the zygote's own uid runs only confined: %s\n", why);
+			_exit(126);
+		}
 	}
 	qps = calloc(SWIFT_MAX_QPS, sizeof(*qps));
 	pool = calloc((size_t)(me->nrows > 0 ? me->nrows : 1), sizeof(*pool));

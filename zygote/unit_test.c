@@ -8,11 +8,13 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "sha256.h"
@@ -1020,6 +1022,21 @@ static void test_exchange(void)
 	b->source = htonl(0x0a000001);
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
 	check(ra == XC_HELD && rb == XC_HELD, "exchange: a configured peer from its address is served");
+	/* loopback speaks for an address of this host only */
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "192.0.2.1"); /* TEST-NET-1: not ours */
+	b->source = htonl(0x7f000001);
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 &&
+		      !strcmp(b->x.err, "tenant t1: peer a is configured at 192.0.2.1, this connection comes from 127.0.0.1"),
+	      "exchange: loopback does not speak for a peer configured at another host's address");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "127.0.0.2"); /* an address of this host */
+	b->source = htonl(0x7f000001);
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+	check(ra == XC_HELD && rb == XC_HELD, "exchange: loopback speaks for a peer configured at an address of this host");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
 	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
@@ -1488,6 +1505,127 @@ static void test_esc(void)
 	check(strlen(out) < 6, "esc: output fits its buffer");
 }
 
+/* put: a file at base/rel (its directories made) */
+static void put(const char *base, const char *rel)
+{
+	char p[512], *s;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	for (s = p + strlen(base) + 1; (s = strchr(s, '/')); s++) {
+		*s = 0;
+		mkdir(p, 0755);
+		*s = '/';
+	}
+	fd = open(p, O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* test_landlock: a function confined as one under the zygote's own uid
+ * (child.c) in a small tree: root B, the socket directory B/run/swift, a
+ * proc B/proc where it is process 4242. Each attack it plays is refused;
+ * what it may do still works. */
+static void test_landlock(void)
+{
+	char base[] = "/tmp/swift-landlock-XXXXXX", p[512];
+	static const struct {
+		const char *what, *path;
+		int op; /* 0 open read, 1 open write, 2 create, 3 unlink, 4 mkfifo, 5 rename into B/run/swift */
+		int ok;
+	} cases[] = {
+		{"its own files", "a/f", 1, 1},
+		{"a new file of its own", "a/new", 2, 1},
+		{"a file in another directory of /run", "run/other/f", 1, 1},
+		{"a new file there", "run/other/new", 2, 1},
+		{"its own /proc/<pid>/mem", "proc/4242/mem", 1, 1},
+		{"a /proc entry of no process", "proc/meminfo", 0, 1},
+		{"reading the control socket's directory", "run/swift/zygote.sock", 0, 0},
+		{"replacing the control socket (unlink)", "run/swift/zygote.sock", 3, 0},
+		{"a FIFO where the status is written", "run/swift/pool.status.tmp", 4, 0},
+		{"a file into the socket directory by rename", "a/f", 5, 0},
+		{"the socket directory through a link to /run", "varrun/swift/zygote.sock", 3, 0},
+		{"the entrypoint's /proc/<pid>/mem", "proc/2/mem", 1, 0},
+		{"the zygote's /proc/1/mem, read", "proc/1/mem", 0, 0},
+	};
+	struct swift_confine c;
+	char why[512];
+	size_t i;
+	pid_t pid;
+	int st;
+
+	if (swift_landlock_abi() < 1) {
+		check(0, "landlock: the kernel has no Landlock (5.13 or later, landlock in lsm=): the confinement of "
+			 "same-uid functions cannot be tested");
+		return;
+	}
+	if (!mkdtemp(base)) {
+		check(0, "landlock: mkdtemp");
+		return;
+	}
+	put(base, "a/f");
+	put(base, "run/swift/zygote.sock");
+	put(base, "run/other/f");
+	put(base, "proc/1/mem");
+	put(base, "proc/2/mem");
+	put(base, "proc/4242/mem");
+	put(base, "proc/meminfo");
+	snprintf(p, sizeof(p), "%s/varrun", base);
+	if (symlink("run", p))
+		check(0, "landlock: symlink");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pid = fork();
+		if (pid == 0) {
+			char full[512], to[512];
+			int r = 0, fd;
+
+			memset(&c, 0, sizeof(c));
+			snprintf(full, sizeof(full), "%s/run/swift", base);
+			c.root = base;
+			c.protect[c.nprotect++] = full;
+			snprintf(to, sizeof(to), "%s/proc", base);
+			c.proc = to;
+			c.self = 4242;
+			if (swift_landlock_confine(&c, why, sizeof(why))) {
+				fprintf(stderr, "confine: %s\n", why);
+				_exit(3);
+			}
+			snprintf(full, sizeof(full), "%s/%s", base, cases[i].path);
+			switch (cases[i].op) {
+			case 0:
+			case 1:
+				fd = open(full, cases[i].op ? O_RDWR : O_RDONLY);
+				r = fd >= 0 ? 0 : -1;
+				break;
+			case 2:
+				fd = open(full, O_WRONLY | O_CREAT | O_EXCL, 0644);
+				r = fd >= 0 ? 0 : -1;
+				break;
+			case 3:
+				r = unlink(full);
+				break;
+			case 4:
+				r = mkfifo(full, 0644);
+				break;
+			default:
+				snprintf(to, sizeof(to), "%s/run/swift/planted", base);
+				r = rename(full, to);
+				break;
+			}
+			/* _exit: no sanitizer report reads what it may not */
+			_exit(r == 0 ? 0 : errno == EACCES || errno == EXDEV ? 1 : 2);
+		}
+		st = -1;
+		waitpid(pid, &st, 0);
+		snprintf(why, sizeof(why), "landlock: %s %s (exit %d)", cases[i].what,
+			 cases[i].ok ? "works" : "is refused with EACCES", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		check(WIFEXITED(st) && WEXITSTATUS(st) == (cases[i].ok ? 0 : 1), why);
+	}
+	snprintf(p, sizeof(p), "rm -rf '%s'", base);
+	if (system(p))
+		check(0, "landlock: clean up");
+}
+
 int main(void)
 {
 	const char *m = getenv("SWIFT_MUTATIONS");
@@ -1504,6 +1642,7 @@ int main(void)
 	test_keys();
 	test_esc();
 	test_pick_gid();
+	test_landlock();
 	test_mutations(m ? atol(m) : 100000);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -603,6 +603,12 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("kill1_sent", "ok")
 		want("kill1_ignored", "1")
 		want("kill1_zygote", "RUNNING")
+		// a function under the zygote's own uid (function_uid_base = 0)
+		// can neither replace the control socket, plant a FIFO for the
+		// status, nor open the entrypoint's memory: Landlock
+		want("sameuid", "unlink=Permission denied bind=Permission denied fifo=Permission denied entrymem=Permission denied")
+		want("sameuid_socket", "pool.status zygote.sock ")
+		want("sameuid_status", "1")
 		want("p1_accept", "1")
 		want("refused_network", "1")
 		want("refused_auth_from_allowed", "1")

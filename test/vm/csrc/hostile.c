@@ -27,6 +27,12 @@
  *   kill1             send SIGTERM and SIGINT to PID 1
  *   signals           try signal 0 on every other process it can see:
  *                     prints "signals may=N of M"
+ *   sameuid DIR PID   (a function under the zygote's own uid) try to
+ *                     replace the control socket DIR/zygote.sock (unlink,
+ *                     bind a new one there), plant a FIFO at
+ *                     DIR/pool.status.tmp and open the entrypoint's (PID)
+ *                     /proc/PID/mem read-write: prints "sameuid unlink=...
+ *                     bind=... fifo=... entrymem=..." (ok, or the error)
  *   scribble          overwrite every byte of every shared mapping it can
  *                     write (its CQ, its slice), ask the zygote to send on
  *                     every other row number, send it malformed messages,
@@ -47,6 +53,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
@@ -462,6 +469,37 @@ static int scribble(struct swift_fn *fn)
 	return 0;
 }
 
+static const char *result(int rc)
+{
+	return rc == 0 ? "ok" : strerror(errno);
+}
+
+static int sameuid(const char *dir, const char *pid)
+{
+	char path[300], unlinked[64], bound[64], fifo[64];
+	struct sockaddr_un sa;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/zygote.sock", dir);
+	snprintf(unlinked, sizeof(unlinked), "%s", result(unlink(path)));
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/zygote.sock.new", dir);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	snprintf(bound, sizeof(bound), "%s", result(rc));
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/pool.status.tmp", dir);
+	snprintf(fifo, sizeof(fifo), "%s", result(mkfifo(path, 0644)));
+	snprintf(path, sizeof(path), "/proc/%s/mem", pid);
+	fd = open(path, O_RDWR);
+	printf("sameuid unlink=%s bind=%s fifo=%s entrymem=%s\n", unlinked, bound, fifo, result(fd < 0 ? -1 : 0));
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
 int swift_main(struct swift_fn *fn, int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -487,6 +525,8 @@ int swift_main(struct swift_fn *fn, int argc, char **argv)
 		rc = ipc(argv[2], 0);
 	else if (!strcmp(mode, "signals"))
 		rc = signals();
+	else if (!strcmp(mode, "sameuid") && argc > 3)
+		rc = sameuid(argv[2], argv[3]);
 	else if (!strcmp(mode, "scribble"))
 		rc = scribble(fn);
 	else

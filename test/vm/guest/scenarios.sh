@@ -904,6 +904,18 @@ EOF
 	fact kill1_ignored "$(grep -c 'ignored signal 15 from pid' "$W/p1.out")"
 	fact kill1_zygote "$(ctr_ task ls | awk '$1 == "p1" {print $3}')"
 
+	log "a function under the container's uid attacks the control socket, the status file and the entrypoint's memory (Landlock stops it)"
+	# the entrypoint's pid in the container: p1's first child, as its
+	# pid namespace numbers it (the function cannot read other /proc pids)
+	epid=$(cut -d' ' -f1 "/proc/$pid/task/$pid/children")
+	ens=$(awk '/^NSpid:/ {print $NF}' "/proc/$epid/status")
+	log "entrypoint: host pid $epid, pid $ens in p1"
+	out=$(zexec p1 /.swift/bin/swift-run --no-qp -- /usr/bin/hostile.so sameuid /run/swift "$ens" 2>&1)
+	echo "$out"
+	fact sameuid "$(echo "$out" | sed -n 's/^sameuid //p')"
+	fact sameuid_socket "$(zexec p1 /bin/sh -c 'ls /run/swift' | tr '\n' ' ')"
+	fact sameuid_status "$(zexec p1 /.swift/bin/swift-run --status 2>&1 | grep -c '^zygote p1 ')"
+
 	log "the exchange takes connections only from the tenant's peer networks (10.0.2.0/24)"
 	fact p1_accept "$(grep -c '^accept 10.0.2.0/24$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p1/swift-pool.conf 2>/dev/null)"
 	for from in 127.0.0.1 10.0.2.15; do
