@@ -13,6 +13,7 @@
 #include <sys/msg.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 #include "zygote.h"
 
+/* where the container's IPC namespace shows its POSIX message queues */
+#define SWIFT_MQUEUE_DIR "/dev/mqueue"
 
 int swift_signals_init(struct zygote *z)
 {
@@ -252,16 +255,37 @@ static int ipc_of(uid_t uid, int *kind, int *id, int max)
 	return found;
 }
 
+/* mqueues_of: the POSIX message queues in the container's mqueue file
+ * system (/dev/mqueue) that uid owns; unlinked when unlink is set. */
+static int mqueues_of(uid_t uid, int unlink_them)
+{
+	struct dirent *e;
+	struct stat st;
+	int n = 0;
+	DIR *d = opendir(SWIFT_MQUEUE_DIR);
+
+	if (!d)
+		return 0; /* no mqueue file system: its queues cannot be listed */
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid)
+			continue;
+		n += !unlink_them || !unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+	return n;
+}
+
 /* remove_ipc removes the System V IPC objects a function's uid owns or
- * created: they outlive processes, and the next function under that uid
- * must not find them. Only their owner (or CAP_SYS_ADMIN, which a
- * container's root lacks) may remove them: a helper does it as that uid. */
+ * created, and the POSIX message queues it owns: they outlive processes,
+ * and the next function under that uid must not find them. Only their
+ * owner (or CAP_SYS_ADMIN, which a container's root lacks) may remove
+ * them: a helper does it as that uid. */
 static int remove_ipc(uid_t uid)
 {
 	int kind[64], id[64], n = ipc_of(uid, kind, id, 64), status = 0;
 	pid_t pid;
 
-	if (n == 0)
+	if (n == 0 && mqueues_of(uid, 0) == 0)
 		return 0;
 	pid = fork();
 	if (pid == 0) {
@@ -273,6 +297,7 @@ static int remove_ipc(uid_t uid)
 			removed += (kind[i] == 0   ? shmctl(id[i], IPC_RMID, NULL)
 				    : kind[i] == 1 ? msgctl(id[i], IPC_RMID, NULL)
 						   : semctl(id[i], 0, IPC_RMID)) == 0;
+		removed += mqueues_of(uid, 1);
 		_exit(removed > 255 ? 255 : removed);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
@@ -321,7 +346,7 @@ static void release(struct zygote *z, int slot)
 		int n = remove_ipc((uid_t)(z->cfg.function_uid_base + (uint32_t)slot));
 
 		if (n)
-			zlog(z, "function pid %d left %d System V IPC object(s); removed", (int)c->pid, n);
+			zlog(z, "function pid %d left %d IPC object(s) (System V, POSIX queues); removed", (int)c->pid, n);
 	}
 	c->nrows = 0;
 	z->dev.own_qps -= c->own;

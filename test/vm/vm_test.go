@@ -683,6 +683,11 @@ func checkHostile(t *testing.T, f map[string]string) {
 	want("key_text_copies", "0")     // nor its hex text from the keyring file
 	want("after_secret_copies", "0") // nor, once it ended, in the functions that get its QPs next
 	want("ipc_found", "0")           // nor in a System V segment it left under its uid
+	want("mq_put", "ok")             // a POSIX message queue it left
+	want("mq_found", "0")            // is gone before the next function
+	if f["mq_removed"] == "0" || f["mq_removed"] == "" {
+		t.Errorf("hostile: the zygote never logged removing what a function left (mq_removed = %q)", f["mq_removed"])
+	}
 	// its fds: stdio, its relay socket, and the dead fds where the device file was
 	want("fds_device", "0")
 	atMost("fds_total", 6)

@@ -24,6 +24,9 @@
  *   ipcput TAG        leave a System V shared memory segment holding the
  *                     marker (key 0x5157), for the next function
  *   ipcget TAG        look for that segment: prints "ipcget found=0|1 (...)"
+ *   mqput TAG         leave a POSIX message queue /swift-hostile holding
+ *                     the marker, for the next function
+ *   mqget TAG         look for that queue: prints "mqget found=0|1 (...)"
  *   kill1             send SIGTERM and SIGINT to PID 1
  *   signals           try signal 0 on every other process it can see:
  *                     prints "signals may=N of M"
@@ -469,6 +472,32 @@ static int scribble(struct swift_fn *fn)
 	return 0;
 }
 
+/* mq: leave (put) or look for the marker in a POSIX message queue, as a
+ * file of the container's mqueue file system (no librt needed) */
+static int mq(const char *tag, int put)
+{
+	char m[128];
+	int fd;
+
+	snprintf(m, sizeof(m), "HOSTILE-SECRET-%s", tag);
+	if (put) {
+		fd = open("/dev/mqueue/swift-hostile", O_CREAT | O_EXCL | O_RDWR, 0600);
+		printf("mqput %s\n", fd >= 0 ? "ok" : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return fd >= 0 ? 0 : 1;
+	}
+	{
+		struct stat st;
+		/* whether it is there at all, readable or not */
+		int there = !stat("/dev/mqueue/swift-hostile", &st);
+
+		printf("mqget found=%d (%s)\n", there, there ? "the queue is there" : strerror(errno));
+	}
+	(void)m;
+	return 0;
+}
+
 static const char *result(int rc)
 {
 	return rc == 0 ? "ok" : strerror(errno);
@@ -525,6 +554,10 @@ int swift_main(struct swift_fn *fn, int argc, char **argv)
 		rc = ipc(argv[2], 0);
 	else if (!strcmp(mode, "signals"))
 		rc = signals();
+	else if (!strcmp(mode, "mqput") && argc > 2)
+		rc = mq(argv[2], 1);
+	else if (!strcmp(mode, "mqget") && argc > 2)
+		rc = mq(argv[2], 0);
 	else if (!strcmp(mode, "sameuid") && argc > 3)
 		rc = sameuid(argv[2], argv[3]);
 	else if (!strcmp(mode, "scribble"))

@@ -1181,6 +1181,13 @@ scenario_hostile() {
 	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H ipcget s3cr3t 2>&1)
 	echo "$out"
 	fact ipc_found "$(echo "$out" | sed -n 's/^ipcget found=\([01]\).*/\1/p')"
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H mqput s3cr3t 2>&1)
+	echo "$out"
+	fact mq_put "$(echo "$out" | sed -n 's/^mqput //p')"
+	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H mqget s3cr3t 2>&1)
+	echo "$out"
+	fact mq_found "$(echo "$out" | sed -n 's/^mqget found=\([01]\).*/\1/p')"
+	fact mq_removed "$(grep -c 'left [0-9]* IPC object(s) (System V, POSIX queues); removed' "$W/ha.out")"
 
 	log "a function signals PID 1"
 	out=$(zexec ha /.swift/bin/swift-run --no-qp -- $H kill1 2>&1)
