@@ -246,5 +246,7 @@ func parseListen(k, v string) (string, uint16, error) {
 	if err != nil || p == 0 {
 		return "", 0, invalid(k, v, "port %q is not 1-65535", port)
 	}
-	return host, uint16(p), nil
+	// the address as swift-init reads it (dotted quad, also for an
+	// IPv4-mapped ::ffff:a.b.c.d), and as the ledger compares it
+	return ip.To4().String(), uint16(p), nil
 }

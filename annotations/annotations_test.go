@@ -69,6 +69,8 @@ func TestParseValid(t *testing.T) {
 			Options{ListenHost: "10.0.0.7", ListenPort: 1, Given: []string{Listen}}},
 		{"listen max port", map[string]string{Listen: "127.0.0.1:65535"},
 			Options{ListenHost: "127.0.0.1", ListenPort: 65535, Given: []string{Listen}}},
+		{"listen ipv4-mapped, as a dotted quad", map[string]string{Listen: "[::ffff:10.0.0.7]:18515"},
+			Options{ListenHost: "10.0.0.7", ListenPort: 18515, Given: []string{Listen}}},
 		{"verbs cached", map[string]string{Verbs: "cached"}, Options{Verbs: "cached", Given: []string{Verbs}}},
 		{"verbs stock", map[string]string{Verbs: "stock"}, Options{Verbs: "stock", Given: []string{Verbs}}},
 		{"every key, others ignored", map[string]string{

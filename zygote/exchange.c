@@ -34,6 +34,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -412,17 +413,20 @@ static int decoy(struct xconn *x)
 	return finish(x, 0);
 }
 
-/* local_addr: whether a (network order) is an address of this network
- * namespace (a socket can be bound to it). */
+/* local_addr: whether a (network order) is an IPv4 address of one of this
+ * network namespace's interfaces (not merely bindable: ip_nonlocal_bind
+ * lets any address be bound). */
 static int local_addr(uint32_t a)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = a};
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ok;
+	struct ifaddrs *ifs, *i;
+	int ok = 0;
 
-	if (fd < 0)
+	if (getifaddrs(&ifs))
 		return 0;
-	ok = !bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
+	for (i = ifs; i && !ok; i = i->ifa_next)
+		ok = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		     ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a;
+	freeifaddrs(ifs);
 	return ok;
 }
 

@@ -267,7 +267,8 @@ static int mqueues_of(uid_t uid, int unlink_them)
 	if (!d)
 		return 0; /* no mqueue file system: its queues cannot be listed */
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid)
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid)
 			continue;
 		n += !unlink_them || !unlinkat(dirfd(d), e->d_name, 0);
 	}

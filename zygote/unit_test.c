@@ -1033,8 +1033,8 @@ static void test_exchange(void)
 	      "exchange: loopback does not speak for a peer configured at another host's address");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
-	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "127.0.0.2"); /* an address of this host */
-	b->source = htonl(0x7f000001);
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "127.0.0.1"); /* lo's address */
+	b->source = htonl(0x7f000002);
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
 	check(ra == XC_HELD && rb == XC_HELD, "exchange: loopback speaks for a peer configured at an address of this host");
 	side_init(a, "a", "t1", K1, "b");
