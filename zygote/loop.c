@@ -790,6 +790,25 @@ static void xchg_io(struct zygote *z, int ci, short revents)
 
 /* ---- accepting --------------------------------------------------------- */
 
+/* from_function: whether process pid (as SO_PEERCRED named it) is in a
+ * running function's session, or gone: each function leads a session of
+ * its own that it and its descendants cannot leave (setsid is refused or
+ * its uid is its own), so this is how a function under the zygote's own
+ * uid, which the socket's mode does not keep out, is told apart from the
+ * workload. */
+static int from_function(struct zygote *z, pid_t pid)
+{
+	pid_t sid = pid > 0 ? getsid(pid) : -1;
+	int i;
+
+	if (sid < 0)
+		return 1; /* gone, or not known: nothing to serve */
+	for (i = 0; i < z->child_hwm; i++)
+		if (z->children[i].state != CH_FREE && z->children[i].pid == sid)
+			return 1;
+	return 0;
+}
+
 static void accept_ctl(struct zygote *z)
 {
 	int k;
@@ -804,6 +823,11 @@ static void accept_ctl(struct zygote *z)
 			return;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l))
 			cr.pid = 0;
+		if (from_function(z, cr.pid)) {
+			/* functions ask for no functions, exchanges or status */
+			close(fd);
+			continue;
+		}
 		snprintf(addr, sizeof(addr), "pid %d", (int)cr.pid);
 		evict(z, C_CTL, (uint32_t)cr.pid);
 		ci = swift_conn_new(z, C_CTL, fd, (uint32_t)cr.pid, addr, swift_now_us() + SWIFT_CTL_DEADLINE_US);

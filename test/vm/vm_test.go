@@ -607,6 +607,7 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		// can neither replace the control socket, plant a FIFO for the
 		// status, nor open the entrypoint's memory: Landlock
 		want("sameuid", "unlink=Permission denied bind=Permission denied fifo=Permission denied entrymem=Permission denied")
+		want("sameuid_ctl", "refused") // nor ask it for anything through the socket
 		want("sameuid_socket", "pool.status zygote.sock ")
 		want("sameuid_status", "1")
 		want("p1_accept", "1")

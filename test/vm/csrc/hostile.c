@@ -35,7 +35,9 @@
  *                     bind a new one there), plant a FIFO at
  *                     DIR/pool.status.tmp and open the entrypoint's (PID)
  *                     /proc/PID/mem read-write: prints "sameuid unlink=...
- *                     bind=... fifo=... entrymem=..." (ok, or the error)
+ *                     bind=... fifo=... entrymem=..." (ok, or the error);
+ *                     then asks the zygote for its status (swift-run):
+ *                     "sameuid ctl=served|refused"
  *   scribble          overwrite every byte of every shared mapping it can
  *                     write (its CQ, its slice), ask the zygote to send on
  *                     every other row number, send it malformed messages,
@@ -526,6 +528,9 @@ static int sameuid(const char *dir, const char *pid)
 	printf("sameuid unlink=%s bind=%s fifo=%s entrymem=%s\n", unlinked, bound, fifo, result(fd < 0 ? -1 : 0));
 	if (fd >= 0)
 		close(fd);
+	/* and ask the zygote for its status, as the workload may */
+	rc = system("/.swift/bin/swift-run --timeout 10 --status >/dev/null 2>&1");
+	printf("sameuid ctl=%s\n", rc == 0 ? "served" : "refused");
 	return 0;
 }
 

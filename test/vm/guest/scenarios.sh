@@ -912,7 +912,8 @@ EOF
 	log "entrypoint: host pid $epid, pid $ens in p1"
 	out=$(zexec p1 /.swift/bin/swift-run --no-qp -- /usr/bin/hostile.so sameuid /run/swift "$ens" 2>&1)
 	echo "$out"
-	fact sameuid "$(echo "$out" | sed -n 's/^sameuid //p')"
+	fact sameuid "$(echo "$out" | sed -n 's/^sameuid \(unlink.*\)/\1/p')"
+	fact sameuid_ctl "$(echo "$out" | sed -n 's/^sameuid ctl=//p')"
 	fact sameuid_socket "$(zexec p1 /bin/sh -c 'ls /run/swift' | tr '\n' ' ')"
 	fact sameuid_status "$(zexec p1 /.swift/bin/swift-run --status 2>&1 | grep -c '^zygote p1 ')"
 
