@@ -379,36 +379,17 @@ static int own_qps(struct zygote *z, int slot, int relay, struct own *o, struct 
 	return me->own;
 }
 
-/* dir_of: the directory of path, into buf */
-static const char *dir_of(const char *path, char *buf, size_t len)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-
-	if (!slash)
-		return ".";
-	if (n == 0)
-		return "/";
-	if (n >= len)
-		n = len - 1;
-	memcpy(buf, path, n);
-	buf[n] = 0;
-	return buf;
-}
-
 /* confine_same_uid: Landlock (landlock.c) for a function that shares the
  * zygote's uid: the control socket's and the status file's directories
  * and every other process's /proc entries are out of its reach. */
 static int confine_same_uid(struct zygote *z, char *why, size_t len)
 {
-	char sock[4096], status[4096];
 	struct swift_confine c;
 
 	memset(&c, 0, sizeof(c));
 	c.root = "/";
-	c.protect[c.nprotect++] = dir_of(z->cfg.socket_path, sock, sizeof(sock));
-	if (z->status_path)
-		c.protect[c.nprotect++] = dir_of(z->status_path, status, sizeof(status));
+	c.protect[c.nprotect++] = z->socket_dir;
+	c.protect[c.nprotect++] = z->status_dir;
 	c.proc = "/proc";
 	c.self = (long)getpid();
 	return swift_landlock_confine(&c, why, len);

@@ -938,22 +938,30 @@ static void maintain(struct zygote *z, uint64_t now)
 	}
 }
 
-/* retry_listen listens on the exchange port once whoever held it let go
- * (it is tried every second meanwhile). */
-static void retry_listen(struct zygote *z, uint64_t now)
+void swift_try_listen(struct zygote *z, uint64_t now)
 {
+	int e;
+
 	if (z->tcp_fd >= 0 || !z->next_listen_us || now < z->next_listen_us)
 		return;
 	z->tcp_fd = swift_listen_tcp(z->cfg.listen_host, z->cfg.listen_port);
 	if (z->tcp_fd < 0) {
-		snprintf(z->listen_err, sizeof(z->listen_err), "%s", strerror(errno));
+		/* someone holds the port (another zygote, or a squatter): local
+		 * functions are served meanwhile; the first refusal is logged,
+		 * the status keeps saying why */
+		e = errno;
+		if (!z->listen_err[0])
+			zlog(z, "listen on %s:%d: %s; serving local functions, and trying again every second",
+			     z->cfg.listen_host, z->cfg.listen_port, strerror(e));
+		snprintf(z->listen_err, sizeof(z->listen_err), "%s", strerror(e));
 		z->next_listen_us = now + 1000000;
 		return;
 	}
+	if (z->listen_err[0])
+		zlog(z, "listening on %s:%d now", z->cfg.listen_host, z->cfg.listen_port);
 	z->next_listen_us = 0;
 	z->listen_err[0] = 0;
 	z->status_dirty = 1;
-	zlog(z, "listening on %s:%d now", z->cfg.listen_host, z->cfg.listen_port);
 }
 
 /* try_peers builds our pools: to each peer whose name sorts after ours,
@@ -1181,7 +1189,7 @@ int swift_loop(struct zygote *z)
 				z->next_maint_us = now + SWIFT_MAINT_US;
 			}
 			try_peers(z, now);
-			retry_listen(z, now);
+			swift_try_listen(z, now);
 		}
 		if (z->status_dirty)
 			swift_write_status(z);

@@ -64,10 +64,10 @@ static int log_fd(int *sock)
 	return fd >= 0 ? fd : 2;
 }
 
-static int listen_unix(const char *path)
+/* listen_unix: the control socket at path, in dir (its directory) */
+static int listen_unix(const char *path, const char *dir)
 {
 	struct sockaddr_un sa;
-	char dir[256], *slash;
 	mode_t old;
 	int fd;
 
@@ -75,15 +75,12 @@ static int listen_unix(const char *path)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	snprintf(dir, sizeof(dir), "%s", path);
 	/* the directory and the socket are the zygote user's, mode 0755,
 	 * whatever umask the container's init was given: another uid (a
 	 * function's own) can neither connect nor replace the socket */
 	old = umask(022);
-	if ((slash = strrchr(dir, '/')) && slash != dir) {
-		*slash = 0;
+	if (strcmp(dir, "/") && strcmp(dir, "."))
 		mkdir(dir, 0755);
-	}
 	unlink(path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
@@ -268,6 +265,8 @@ int main(int argc, char **argv)
 	}
 	if (!z->status_path)
 		z->status_path = "/run/swift/pool.status";
+	swift_dir_of(z->cfg.socket_path, z->socket_dir, sizeof(z->socket_dir));
+	swift_dir_of(z->status_path, z->status_dir, sizeof(z->status_dir));
 	if (z->cfg.function_uid_base) {
 		/* each function under a uid of its own takes CAP_SETUID and
 		 * CAP_SETGID; without them functions run as the zygote's user */
@@ -289,22 +288,14 @@ int main(int argc, char **argv)
 		}
 	}
 	swift_rowops_init(z);
-	z->ctl_fd = listen_unix(z->cfg.socket_path);
+	z->ctl_fd = listen_unix(z->cfg.socket_path, z->socket_dir);
 	if (z->ctl_fd < 0) {
 		zlog(z, "listen on %s: %s", z->cfg.socket_path, strerror(errno));
 		goto out_dev;
 	}
 	if (z->have_dev && z->cfg.npeers > 0) {
-		z->tcp_fd = swift_listen_tcp(z->cfg.listen_host, z->cfg.listen_port);
-		if (z->tcp_fd < 0) {
-			/* someone holds the port (another zygote, or a squatter):
-			 * local functions are served meanwhile, and the loop tries
-			 * again every second */
-			snprintf(z->listen_err, sizeof(z->listen_err), "%s", strerror(errno));
-			zlog(z, "listen on %s:%d: %s; serving local functions, and trying again every second",
-			     z->cfg.listen_host, z->cfg.listen_port, z->listen_err);
-			z->next_listen_us = swift_now_us() + 1000000;
-		}
+		z->next_listen_us = 1; /* wanted, now */
+		swift_try_listen(z, swift_now_us());
 	}
 	swift_write_status(z);
 	if (ai < argc && swift_start_entrypoint(z, argv + ai)) {

@@ -1526,6 +1526,30 @@ static void put(const char *base, const char *rel)
  * (child.c) in a small tree: root B, the socket directory B/run/swift, a
  * proc B/proc where it is process 4242. Each attack it plays is refused;
  * what it may do still works. */
+static void test_dir_of(void)
+{
+	static const struct {
+		const char *path;
+		size_t len;
+		const char *want;
+	} cases[] = {
+		{"/run/swift/zygote.sock", 64, "/run/swift"},
+		{"/zygote.sock", 64, "/"},
+		{"zygote.sock", 64, "."},
+		{"run/swift/s", 64, "run/swift"},
+		{"/a/b/c/d/e", 5, "/a/b"}, /* cut to the buffer */
+	};
+	char buf[64], what[160];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = swift_dir_of(cases[i].path, buf, cases[i].len);
+
+		snprintf(what, sizeof(what), "dir_of(%s) = %s, want %s", cases[i].path, got, cases[i].want);
+		check(!strcmp(got, cases[i].want) && got == buf, what);
+	}
+}
+
 static void test_landlock(void)
 {
 	char base[] = "/tmp/swift-landlock-XXXXXX", p[512];
@@ -1642,6 +1666,7 @@ int main(void)
 	test_keys();
 	test_esc();
 	test_pick_gid();
+	test_dir_of();
 	test_landlock();
 	test_mutations(m ? atol(m) : 100000);
 	printf("%d passed, %d failed\n", passed, failed);

@@ -1,4 +1,5 @@
-/* Small helpers: the clock, escaping peer-supplied text for logs, and
+/* Small helpers: the clock, a path's directory, escaping peer-supplied
+ * text for logs, and
  * choosing the GID that carries this network namespace's address. */
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,22 @@ uint64_t swift_now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+const char *swift_dir_of(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	if (!slash)
+		path = ".", n = 1;
+	else if (n == 0)
+		n = 1; /* "/" */
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, path, n);
+	buf[n] = 0;
+	return buf;
 }
 
 void swift_esc(const char *s, size_t max, char *out, size_t outlen)

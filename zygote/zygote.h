@@ -231,6 +231,9 @@ struct swift_dev {
 };
 
 uint64_t swift_now_us(void);
+/* swift_dir_of: the directory of path ("/" at the root, "." with no
+ * slash), written into buf (cut to len) and returned */
+const char *swift_dir_of(const char *path, char *buf, size_t len);
 /* QPs held now: every row that is not empty, and live functions' own. */
 int swift_qps_in_use(const struct swift_dev *d);
 int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, size_t errlen);
@@ -552,6 +555,9 @@ struct zygote {
 	uint64_t next_listen_us; /* the exchange port was taken: try again then (0: listening or not wanted) */
 	char listen_err[128];    /* why it could not listen, for the status */
 	const char *status_path;
+	/* what Landlock keeps a same-uid function out of: the control
+	 * socket's and the status file's directories (set once at start) */
+	char socket_dir[256], status_dir[256];
 	uint64_t next_maint_us;
 	int status_dirty;
 	struct child children[SWIFT_MAX_CHILDREN];
@@ -607,6 +613,9 @@ int swift_loop(struct zygote *z);
 /* swift-init.c: listen for exchanges on host:port (non-blocking); -1 and
  * errno on failure */
 int swift_listen_tcp(const char *host, int port);
+/* loop.c: listen on the exchange port when it is wanted (next_listen_us
+ * set) and due; while someone else holds it, every second */
+void swift_try_listen(struct zygote *z, uint64_t now);
 
 /* landlock.c: what a function under the zygote's own uid may not touch */
 #define SWIFT_CONFINE_MAX 4
