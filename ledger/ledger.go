@@ -674,19 +674,21 @@ func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var quotaErr error
+	var refused error
 	err = l.safely(func() error {
 		var err error
-		reclaimed, quotaErr, err = l.acquire(lease, val, q)
+		reclaimed, refused, err = l.acquire(lease, val, q)
 		return err
 	})
 	if err != nil {
 		return reclaimed, err
 	}
-	return reclaimed, quotaErr
+	return reclaimed, refused
 }
 
-func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, quotaErr error, err error) {
+// acquire: refused is the lease's refusal (*QuotaError, *PortError), err
+// what kept the ledger from deciding.
+func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, refused error, err error) {
 	db, done, err := l.open(false)
 	if err != nil {
 		return nil, nil, err
@@ -731,13 +733,13 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 			}
 		}
 		if portErr != nil {
-			quotaErr = portErr
+			refused = portErr
 			return nil // commit the reclaimed deletions, not the lease
 		}
 		for _, r := range Resources {
 			lim, u, ask := q.Limit.Get(r), used.Get(r), lease.Charge.Get(r)
 			if lim > 0 && (u > lim || ask > lim-u) {
-				quotaErr = &QuotaError{Tenant: lease.Tenant, Resource: r, Limit: lim, Used: u, Asked: ask, Source: q.Source}
+				refused = &QuotaError{Tenant: lease.Tenant, Resource: r, Limit: lim, Used: u, Asked: ask, Source: q.Source}
 				return nil // commit the reclaimed deletions, not the lease
 			}
 		}
@@ -747,7 +749,7 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, q
 		return reclaimed, nil, l.txFailed("acquire "+lease.Key()+": ", err)
 	}
 	committed = true
-	return reclaimed, quotaErr, nil
+	return reclaimed, refused, nil
 }
 
 // Release removes the lease of namespace/id and returns it (nil when there
