@@ -121,6 +121,16 @@ func TestZygoteSocketIgnoresUmask(t *testing.T) {
 // written anew as a regular file, and the zygote keeps answering.
 func TestZygoteStatusFIFO(t *testing.T) {
 	z := startHostZygote(t, 0o022)
+	// after its first status write (its socket comes first): the FIFO
+	// must be what the next write meets, not a race with this one
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(z.status); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swift-init wrote no status file %s within 10 s", z.status)
+		}
+	}
 	if err := syscall.Mkfifo(z.status+".tmp", 0o644); err != nil {
 		t.Fatal(err)
 	}
