@@ -1,10 +1,10 @@
 /* QP exchange between zygotes over TCP, authenticated end to end with the
- * tenant's key (HMAC-SHA-256), version 3:
+ * tenant's key (HMAC-SHA-256), its QP parameters encrypted, version 4:
  *
  *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count
  *   server -> initiator  CHAL    nonce_s, HMAC(k, "S" | H)
- *   initiator -> server  AUTH    HMAC(k, "I" | H), qpinfo[count], TAG("Q")
- *   server -> initiator  REPLY   status, count, qpinfo[count], TAG("R")
+ *   initiator -> server  AUTH    HMAC(k, "I" | H), SEAL("Q", qpinfo[count]), TAG("Q")
+ *   server -> initiator  REPLY   status, count, SEAL("R", qpinfo[count]), TAG("R")
  *   initiator -> server  CONFIRM TAG("C")
  *   server -> initiator  ACK     TAG("A")
  *
@@ -14,7 +14,12 @@
  * and the count. k is the tenant key the hello names: a ring holds the
  * newest key (dialed with) and the ones still accepted during a rotation.
  * K = HMAC(k, "K" | H) is the session key; TAG(x) is HMAC(K, x | the
- * message), binding every later message to this connection. The initiator
+ * message), binding every later message to this connection.
+ * SEAL(r, m) is m XOR the keystream of r under E = HMAC(k, "E" | H): block j
+ * is HMAC(E, r | j as 4 bytes), counter mode over a PRF. The tags cover the
+ * sealed bytes (encrypt-then-MAC), so a QP's number, PSN, GID, slice
+ * address and rkey are neither readable nor changeable on the wire. The
+ * initiator
  * checks the server's proof before it proves anything; a server that does
  * not know the key, or is not the one dialed, learns no proof and no QP.
  *
@@ -47,7 +52,7 @@
 #include "sha256.h"
 #include "zygote.h"
 
-#define XMAGIC "SWIFTX03"
+#define XMAGIC "SWIFTX04"
 #define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4)
 #define CHAL_LEN (16 + 32)
 #define MAC_LEN 32
@@ -263,12 +268,28 @@ static void tag(const struct xconn *x, char role, const void *msg, size_t len, u
 	hmac_sha256(x->session, sizeof(x->session), m, 1 + len, out);
 }
 
+void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len)
+{
+	uint8_t ctr[5], block[32];
+	size_t off, i;
+	uint32_t j;
+
+	ctr[0] = (uint8_t)role;
+	for (off = 0, j = 0; off < len; off += sizeof(block), j++) {
+		put32(ctr + 1, j);
+		hmac_sha256(key, 32, ctr, sizeof(ctr), block);
+		for (i = 0; i < sizeof(block) && off + i < len; i++)
+			buf[off + i] ^= block[i];
+	}
+}
+
 static void derive(struct xconn *x, const struct swift_xenv *e, const uint8_t *hello)
 {
 	const struct swift_key *k = &e->keys[x->key];
 
 	transcript(hello, x->nonce_s, x->transcript);
 	mac(k->key, k->len, 'K', x->transcript, 32, NULL, 0, x->session);
+	mac(k->key, k->len, 'E', x->transcript, 32, NULL, 0, x->seal);
 }
 
 /* The state machines ------------------------------------------------------------- */
@@ -528,6 +549,7 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 			snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
 			return refuse(x, e, EBADMSG, 1);
 		}
+		swift_seal(x->seal, 'Q', x->in + MAC_LEN, (size_t)x->count * QPINFO_LEN);
 		for (i = 0; i < x->count; i++)
 			if (get_qpinfo(x->in + MAC_LEN + (size_t)i * QPINFO_LEN, &x->remote[i])) {
 				snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
@@ -560,6 +582,7 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 		for (i = 0; i < x->count; i++)
 			put_qpinfo(r + REPLY_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
 		n = REPLY_LEN + (uint32_t)x->count * QPINFO_LEN;
+		swift_seal(x->seal, 'R', r + REPLY_LEN, n - REPLY_LEN);
 		tag(x, 'R', r, n, r + n);
 		queue(x, r, n + MAC_LEN);
 		expect(x, X_CONFIRM, MAC_LEN);
@@ -614,6 +637,7 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 			put_qpinfo(m + MAC_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
 		}
 		n = (size_t)x->count * QPINFO_LEN;
+		swift_seal(x->seal, 'Q', m + MAC_LEN, n);
 		tag(x, 'Q', m + MAC_LEN, n, m + MAC_LEN + n);
 		queue(x, m, MAC_LEN + n + MAC_LEN);
 		expect(x, X_REPLY, REPLY_LEN);
@@ -638,6 +662,7 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 		tag(x, 'R', m, REPLY_LEN + n, want);
 		if (!swift_mac_equal(x->in + n, want))
 			return fail(x, e, EBADMSG, "peer %s: its QPs were changed in transit (tag mismatch)", p->name);
+		swift_seal(x->seal, 'R', x->in, n);
 		for (i = 0; i < x->count; i++)
 			if (get_qpinfo(x->in + (size_t)i * QPINFO_LEN, &x->remote[i]))
 				return fail(x, e, EPROTO, "peer %s sent a QP number or PSN out of range", p->name);

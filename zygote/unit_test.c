@@ -102,6 +102,35 @@ static void test_hmac(void)
 	check(!swift_mac_equal(out, other), "mac differs");
 }
 
+/* swift_seal against vectors computed with another HMAC-SHA-256 (Python's
+ * hmac module): key 00..1f, role 'Q', blocks 0 and 1. */
+static void test_seal(void)
+{
+	uint8_t key[32], buf[44], m[43];
+	const char *msg = "attack at dawn, QPN 0x000123 PSN 0x00abcdef";
+	char h[2 * sizeof(buf) + 1];
+	size_t i;
+
+	for (i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)i;
+	memset(buf, 0, sizeof(buf));
+	swift_seal(key, 'Q', buf, sizeof(buf));
+	hex(buf, sizeof(buf), h);
+	check(!strcmp(h, "fccf27a3904b6e1fa081f7aacbf5a6bbccc2f1ffd63c0d8dd56a3517ae9c91ac909cf0cc50aaf0260572c259"),
+	      "seal: the keystream of two blocks");
+	memcpy(m, msg, sizeof(m));
+	swift_seal(key, 'Q', m, sizeof(m));
+	hex(m, sizeof(m), h);
+	check(!strcmp(h, "9dbb53c2f3204e7ed4a193cbbc9b8a9b9d92bfdfe6443dbde55b07248eccc2e2b0ac88fc60cb92456117a4"),
+	      "seal: a message of 43 bytes");
+	swift_seal(key, 'Q', m, sizeof(m));
+	check(!memcmp(m, msg, sizeof(m)), "seal: applied again, it restores the message");
+	memset(buf, 0, sizeof(buf));
+	swift_seal(key, 'R', buf, 8);
+	hex(buf, 8, h);
+	check(strncmp(h, "fccf27a3904b6e1f", 16) != 0, "seal: another role, another keystream");
+}
+
 static int load(const char *text, struct swift_cfg *c, char *err, size_t n)
 {
 	char path[] = "/tmp/swift-unit-XXXXXX";
@@ -934,6 +963,34 @@ static void run_pair(struct side *a, struct side *b, int count, unsigned flags, 
 	*rc_b = rb;
 }
 
+/* sniff records every byte in flight, as a capture on the path would. */
+static uint8_t sniffed[4 * SWIFT_XBUF];
+static size_t nsniffed;
+static void sniff(int dir, int msg, uint8_t *buf, size_t n)
+{
+	(void)dir;
+	(void)msg;
+	if (nsniffed + n <= sizeof(sniffed)) {
+		memcpy(sniffed + nsniffed, buf, n);
+		nsniffed += n;
+	}
+}
+
+/* seen: whether the QP's number and PSN, as put on the wire in the
+ * clear, occur in what was sniffed. */
+static int seen(const struct swift_qpinfo *q)
+{
+	uint8_t p[8];
+	size_t i;
+
+	p[0] = (uint8_t)q->qpn, p[1] = (uint8_t)(q->qpn >> 8), p[2] = (uint8_t)(q->qpn >> 16), p[3] = 0;
+	p[4] = (uint8_t)q->psn, p[5] = (uint8_t)(q->psn >> 8), p[6] = (uint8_t)(q->psn >> 16), p[7] = 0;
+	for (i = 0; i + sizeof(p) <= nsniffed; i++)
+		if (!memcmp(sniffed + i, p, sizeof(p)))
+			return 1;
+	return 0;
+}
+
 static int tamper_dir, tamper_msg, tamper_at;
 static void flip(int dir, int msg, uint8_t *buf, size_t n)
 {
@@ -965,8 +1022,11 @@ static void test_exchange(void)
 
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
-	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
+	nsniffed = 0;
+	run_pair(a, b, 2, 0, NULL, sniff, &ra, &rb);
 	check(ra == XC_DONE && rb == XC_DONE && a->fake.nlive == 2 && b->fake.nlive == 2, "exchange: a plain exchange is done");
+	check(nsniffed > 0 && !seen(&a->x.local[0]) && !seen(&a->x.local[1]) && !seen(&b->x.local[0]) && !seen(&b->x.local[1]),
+	      "exchange: no QP number or PSN of either side is readable on the wire");
 
 	/* rotation: a ring accepts every key it holds, dials with its first */
 	side_init(a, "a", "t1", K1, "b");
@@ -1662,6 +1722,7 @@ int main(void)
 	test_requests();
 	test_schedule();
 	test_relay();
+	test_seal();
 	test_exchange();
 	test_keys();
 	test_esc();

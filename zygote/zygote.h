@@ -355,6 +355,10 @@ struct swift_key {
 /* Parse a keyring ("<id> <64 hex digits>" per line, newest first) or a
  * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
  * of keys, or -1 with err. */
+/* swift_seal XORs buf with role's keystream under key (block j is
+ * HMAC-SHA-256(key, role | le32 j)): it encrypts and, applied again,
+ * decrypts the exchange's QP parameters. */
+void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len);
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
 
 /* Row operations the exchange calls; the unit tests supply fakes. */
@@ -408,6 +412,7 @@ struct xconn {
 	uint8_t reply[8];            /* the reply's header, for its tag */
 	uint8_t transcript[32];      /* SHA-256 of the hello and nonce_s */
 	uint8_t session[32];         /* tags every message after the proofs */
+	uint8_t seal[32];            /* encrypts the QP parameters (swift_seal) */
 	char tenant[SWIFT_NAME_MAX], from[SWIFT_NAME_MAX], to[SWIFT_NAME_MAX];
 	char keyid[SWIFT_KEY_ID_MAX + 1];
 	int rows[SWIFT_X_MAX];
