@@ -39,6 +39,9 @@ type Node struct {
 	// Limits, when set, replaces the node config's per-container limits
 	// (the tenant policy's, merged with the config's by the caller).
 	Limits *Limits
+	// DropCapabilities, when set, takes the capabilities it names from
+	// the container's process (the tenant policy's network capabilities).
+	DropCapabilities *DropCapabilities
 	// Seccomp, when set, adds the tenant's seccomp denials (last in the chain).
 	Seccomp *Seccomp
 }
@@ -61,7 +64,8 @@ func ConfigLimits(cfg config.Config) Limits {
 
 // Plan validates a container's request against the node and returns the
 // modifier chain in its fixed order: devices, rdma limits, memlock, env,
-// hooks, zygote, seccomp (the last three only when node asks for them).
+// hooks, zygote, capabilities, seccomp (the last four only when node asks
+// for them; the verbs cache is the caller's, after them).
 // warnings lists what was left out and why (to be logged by the caller).
 func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
 	inv := node.Inventory
@@ -135,6 +139,9 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 	}
 	if node.Zygote != nil {
 		mods = append(mods, *node.Zygote)
+	}
+	if node.DropCapabilities != nil {
+		mods = append(mods, *node.DropCapabilities)
 	}
 	if node.Seccomp != nil {
 		mods = append(mods, *node.Seccomp)

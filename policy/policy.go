@@ -44,6 +44,13 @@ const ObjectsPerQP = 4
 // swift.io/pool × peers = annotations.MaxQPs anyway; this only catches typos).
 const MaxQPs = 1 << 24
 
+// NetCapabilities are the capabilities a policy takes from opted-in
+// containers unless their tenant keeps them (net_capabilities): with
+// CAP_NET_RAW a host-network container reads and forges every packet of
+// its node, RoCE traffic included; with CAP_NET_ADMIN it can reconfigure
+// or mirror the RoCE link.
+var NetCapabilities = []string{"CAP_NET_ADMIN", "CAP_NET_RAW"}
+
 // Policy is a validated tenant policy.
 type Policy struct {
 	// Path is the file the policy came from; "" for the implicit open policy.
@@ -76,6 +83,9 @@ type Tenant struct {
 	ForkSharing bool
 	// Seccomp is the tenant's seccomp level (SeccompNone or SeccompBaseline).
 	Seccomp string
+	// NetCapabilities are those of NetCapabilities the tenant's opted-in
+	// containers keep; the others are taken from them.
+	NetCapabilities []string
 	// KeyFile is the tenant's keyring, the same on every node (absolute
 	// path); "" falls back to the node's keys_dir, then a node-local key.
 	KeyFile string
@@ -219,6 +229,7 @@ type rawTenant struct {
 	Peers         *[]string `toml:"peers"`
 	ForkSharing   bool      `toml:"fork_sharing"`
 	Seccomp       *string   `toml:"seccomp"`
+	NetCaps       []string  `toml:"net_capabilities"`
 	KeyFile       *string   `toml:"key_file"`
 	Container     rawLimits `toml:"container"`
 	Node          rawQuota  `toml:"node"`
@@ -342,6 +353,19 @@ func (v *validator) tenant(name string, r rawTenant) *Tenant {
 			t.Seccomp = *r.Seccomp
 		default:
 			v.add(base+".seccomp", fmt.Sprintf("%q: want %q or %q", *r.Seccomp, SeccompNone, SeccompBaseline))
+		}
+	}
+	seenCap := map[string]bool{}
+	for i, c := range r.NetCaps {
+		k := fmt.Sprintf("%s.net_capabilities[%d]", base, i)
+		switch {
+		case !slices.Contains(NetCapabilities, c):
+			v.add(k, fmt.Sprintf("%q: want one of %s", c, strings.Join(NetCapabilities, ", ")))
+		case seenCap[c]:
+			v.add(k, fmt.Sprintf("%q listed twice", c))
+		default:
+			seenCap[c] = true
+			t.NetCapabilities = append(t.NetCapabilities, c)
 		}
 	}
 	if r.KeyFile != nil {

@@ -104,7 +104,7 @@ func TestParseFull(t *testing.T) {
 		Devices: []string{},
 		Peers: []PeerRule{mustRule("10.0.0.0/8"), mustRule("192.168.1.0/24:18515"), mustRule("172.16.0.0/12:18000-18999"),
 			mustRule("[fd00::/8]:18515"), mustRule("::/0")},
-		ForkSharing: true, Seccomp: SeccompNone,
+		ForkSharing: true, Seccomp: SeccompNone, NetCapabilities: []string{"CAP_NET_RAW"},
 		Container: Limits{QPs: 8, HCAHandle: 2, HCAObject: 64, Memlock: 64 << 20},
 		Node:      Quota{Containers: 10, QPs: 80, HCAHandle: 20, HCAObject: 640},
 	}
@@ -646,7 +646,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 			[]Problem{
 				{Line: 2, Key: "tenants.a.namespaces[1]", Msg: "want a string, got a TOML integer"},
 				{Line: 3, Key: "tenants.a.seccomp", Msg: `"strict": want "none" or "baseline"`},
-				{Line: 4, Key: "tenants.a.fork_share", Msg: "unknown key (known here: namespaces, claimable_from, local, devices, peers, fork_sharing, seccomp, key_file, [tenants.a.container], [tenants.a.node])"},
+				{Line: 4, Key: "tenants.a.fork_share", Msg: "unknown key (known here: namespaces, claimable_from, local, devices, peers, fork_sharing, seccomp, net_capabilities, key_file, [tenants.a.container], [tenants.a.node])"},
 				{Line: 6, Key: "tenants.a.node.qps", Msg: "a node-wide quota needs a finite per-container limit to charge each container: set tenants.a.container.qps"},
 			}},
 		{"a tenant with a mistyped key is still validated", "local_tenant = \"a\"\n[tenants.a]\nlocal = 1\ndevices = [\"rxe 0\"]\n",

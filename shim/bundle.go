@@ -81,7 +81,7 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 	in := inject.Node{
 		Inventory: inv, Allocated: alloc != nil, RDMACgroup: rdma.CgroupAvailable(node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
-		Limits: &ten.limits, Seccomp: ten.seccomp,
+		Limits: &ten.limits, Seccomp: ten.seccomp, DropCapabilities: ten.dropCaps,
 	}
 	hook, err := hookPath(cfg)
 	if err != nil {

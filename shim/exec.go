@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +15,9 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/policy"
 )
 
 // bundles remembers each container's bundle, for Exec.
@@ -55,7 +59,10 @@ func (s *Service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (*emp
 }
 
 // EditExecSpec adds to r's process the RLIMIT_MEMLOCK and the environment
-// variables of the container's spec at specPath that the process lacks.
+// variables of the container's spec at specPath that the process lacks,
+// and takes from it the network capabilities (policy.NetCapabilities)
+// outside the container's bounding set: a policy that took CAP_NET_RAW
+// from the container takes it from every process exec'd in it too.
 func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 	b, err := os.ReadFile(specPath)
 	if err != nil {
@@ -94,6 +101,22 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 			changed = true
 		}
 	}
+	if p.Capabilities != nil {
+		var bounding []string
+		if c.Process.Capabilities != nil {
+			bounding = c.Process.Capabilities.Bounding
+		}
+		var drop []string
+		for _, name := range policy.NetCapabilities {
+			if !slices.Contains(bounding, name) && hasCapability(p.Capabilities, name) {
+				drop = append(drop, name)
+			}
+		}
+		if len(drop) > 0 {
+			inject.DropFrom(p.Capabilities, drop)
+			changed = true
+		}
+	}
 	if !changed {
 		return nil
 	}
@@ -103,4 +126,14 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 	}
 	r.Spec.Value = out
 	return nil
+}
+
+// hasCapability tells whether cap is in any set of c.
+func hasCapability(c *specs.LinuxCapabilities, name string) bool {
+	for _, set := range [][]string{c.Bounding, c.Effective, c.Inheritable, c.Permitted, c.Ambient} {
+		if slices.Contains(set, name) {
+			return true
+		}
+	}
+	return false
 }

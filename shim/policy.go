@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -30,9 +31,12 @@ type tenancy struct {
 	opts    annotations.Options
 	limits  inject.Limits
 	seccomp *inject.Seccomp
-	devices []string // the device names injected
-	charge  ledger.Amounts
-	qpLimit uint64 // the zygote's QP limit (0: none)
+	// dropCaps takes the network capabilities the tenant does not keep
+	// (nil under the open policy).
+	dropCaps *inject.DropCapabilities
+	devices  []string // the device names injected
+	charge   ledger.Amounts
+	qpLimit  uint64 // the zygote's QP limit (0: none)
 }
 
 // decideTenancy loads the policy (fail closed: a malformed one is an
@@ -93,6 +97,17 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 	}
 	if t.Seccomp == policy.SeccompBaseline {
 		ten.seccomp = &inject.Seccomp{Level: seccomp.Baseline}
+	}
+	if !pol.IsOpen() {
+		var drop []string
+		for _, c := range policy.NetCapabilities {
+			if !slices.Contains(t.NetCapabilities, c) {
+				drop = append(drop, c)
+			}
+		}
+		if len(drop) > 0 {
+			ten.dropCaps = &inject.DropCapabilities{Caps: drop}
+		}
 	}
 	n := uint64(len(ten.devices))
 	ten.charge = ledger.Amounts{Containers: 1, QPs: d.QPs,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/ledger"
@@ -607,5 +609,95 @@ func TestServiceLeases(t *testing.T) {
 	}
 	if _, err := s.Create(ctx, &taskapi.CreateTaskRequest{ID: "c3", Bundle: bad}); err == nil || fake.created != 0 {
 		t.Fatalf("Create(refused) = %v, runc called %d times", err, fake.created)
+	}
+}
+
+// TestEditBundleNetCapabilities: under a policy an opted-in container
+// loses CAP_NET_RAW and CAP_NET_ADMIN from every set unless its tenant
+// keeps them; without a policy nothing is taken.
+func TestEditBundleNetCapabilities(t *testing.T) {
+	const pol = `[tenants.plain]
+local = true
+seccomp = "none"
+[tenants.raw]
+local = true
+seccomp = "none"
+net_capabilities = ["CAP_NET_RAW"]
+`
+	given := []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}
+	caps := func(set []string) *specs.LinuxCapabilities {
+		return &specs.LinuxCapabilities{Bounding: set, Effective: set, Permitted: set, Ambient: []string{"CAP_NET_RAW"}}
+	}
+	tests := []struct {
+		name, policy, tenant string
+		want                 *specs.LinuxCapabilities
+	}{
+		{"a tenant that keeps none", pol, "plain", &specs.LinuxCapabilities{
+			Bounding: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE"}, Effective: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE"},
+			Permitted: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE"}}},
+		{"a tenant that keeps CAP_NET_RAW", pol, "raw", &specs.LinuxCapabilities{
+			Bounding: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}, Effective: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"},
+			Permitted: []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}, Ambient: []string{"CAP_NET_RAW"}}},
+		{"no policy", "", "anyone", &specs.LinuxCapabilities{
+			Bounding: []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}, Effective: []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"},
+			Permitted: []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW"}, Ambient: []string{"CAP_NET_RAW"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newFakeNode(t, true)
+			cfg, _, _ := n.policyConfig(t, tc.policy)
+			ann := map[string]string{annotations.RDMA: "true", annotations.Tenant: tc.tenant}
+			s := testSpec(ann)
+			s.Process.Capabilities = caps(slices.Clone(given))
+			bundle, _ := writeBundle(t, s)
+			if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+				t.Fatalf("EditBundle: %v", err)
+			}
+			got, _ := readBundle(t, bundle)
+			if !reflect.DeepEqual(got.Process.Capabilities, tc.want) {
+				t.Errorf("capabilities\n got %+v\nwant %+v", got.Process.Capabilities, tc.want)
+			}
+		})
+	}
+}
+
+// TestEditExecSpecNetCapabilities: a process exec'd in a container does
+// not get back the network capabilities the container's spec lacks (as
+// kubectl exec would: containerd builds its spec from the stored one).
+func TestEditExecSpecNetCapabilities(t *testing.T) {
+	all := []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_NET_RAW"}
+	tests := []struct {
+		name      string
+		container *specs.LinuxCapabilities
+		want      *specs.LinuxCapabilities
+	}{
+		{"container without them", &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN"}},
+			&specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN"}, Effective: []string{"CAP_CHOWN"}, Permitted: []string{"CAP_CHOWN"}}},
+		{"container that kept CAP_NET_RAW", &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN", "CAP_NET_RAW"}},
+			&specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN", "CAP_NET_RAW"}, Effective: []string{"CAP_CHOWN", "CAP_NET_RAW"},
+				Permitted: []string{"CAP_CHOWN", "CAP_NET_RAW"}}},
+		{"container with no capabilities at all", nil,
+			&specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN"}, Effective: []string{"CAP_CHOWN"}, Permitted: []string{"CAP_CHOWN"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testSpec(nil)
+			c.Process.Capabilities = tc.container
+			bundle, _ := writeBundle(t, c)
+			p := specs.Process{Args: []string{"sh"}, Cwd: "/",
+				Capabilities: &specs.LinuxCapabilities{Bounding: slices.Clone(all), Effective: slices.Clone(all), Permitted: slices.Clone(all)}}
+			raw, _ := json.Marshal(&p)
+			r := &taskapi.ExecProcessRequest{ID: "c1", ExecID: "e1", Spec: &anypb.Any{Value: raw}}
+			if err := EditExecSpec(filepath.Join(bundle, SpecFile), r); err != nil {
+				t.Fatal(err)
+			}
+			var got specs.Process
+			if err := json.Unmarshal(r.Spec.Value, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Capabilities, tc.want) {
+				t.Errorf("exec capabilities\n got %+v\nwant %+v", got.Capabilities, tc.want)
+			}
+		})
 	}
 }
