@@ -377,8 +377,14 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 		memcpy(x->local, foreign, sizeof(x->local[0]) * (size_t)count);
 	for (i = 0; replaces && i < count; i++)
 		x->replaces[i] = replaces[i];
-	if (getrandom(x->nonce_i, sizeof(x->nonce_i), 0) != sizeof(x->nonce_i))
-		memset(x->nonce_i, 0, sizeof(x->nonce_i));
+	if (getrandom(x->nonce_i, sizeof(x->nonce_i), 0) != sizeof(x->nonce_i)) {
+		/* a nonce that repeats would let a replayed challenge pass and
+		 * reuse a keystream: no exchange without a fresh one */
+		snprintf(x->err, sizeof(x->err), "getrandom: %s", strerror(errno));
+		x->status = errno ? errno : EIO;
+		x->step = X_FLUSH;
+		return;
+	}
 	memset(h, 0, sizeof(h));
 	memcpy(h, XMAGIC, 8);
 	put_name(h + OFF_TENANT, SWIFT_NAME_MAX, e->cfg->tenant);

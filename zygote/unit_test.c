@@ -963,17 +963,21 @@ static void run_pair(struct side *a, struct side *b, int count, unsigned flags, 
 	*rc_b = rb;
 }
 
-/* sniff records every byte in flight, as a capture on the path would. */
-static uint8_t sniffed[4 * SWIFT_XBUF];
+/* sniff records every byte in flight, as a capture on the path would,
+ * and keeps the sealed QPs of the AUTH (direction 0, message 1) and the
+ * REPLY (direction 1, message 1) apart. */
+static uint8_t sniffed[4 * SWIFT_XBUF], sealed_auth[SWIFT_XBUF], sealed_reply[SWIFT_XBUF];
 static size_t nsniffed;
 static void sniff(int dir, int msg, uint8_t *buf, size_t n)
 {
-	(void)dir;
-	(void)msg;
 	if (nsniffed + n <= sizeof(sniffed)) {
 		memcpy(sniffed + nsniffed, buf, n);
 		nsniffed += n;
 	}
+	if (msg == 1 && dir == 0 && n >= 32 + 44)
+		memcpy(sealed_auth, buf + 32, 44); /* after the client's proof */
+	if (msg == 1 && dir == 1 && n >= 8 + 44)
+		memcpy(sealed_reply, buf + 8, 44); /* after status and count */
 }
 
 /* seen: whether the QP's number and PSN, as put on the wire in the
@@ -1027,6 +1031,20 @@ static void test_exchange(void)
 	check(ra == XC_DONE && rb == XC_DONE && a->fake.nlive == 2 && b->fake.nlive == 2, "exchange: a plain exchange is done");
 	check(nsniffed > 0 && !seen(&a->x.local[0]) && !seen(&a->x.local[1]) && !seen(&b->x.local[0]) && !seen(&b->x.local[1]),
 	      "exchange: no QP number or PSN of either side is readable on the wire");
+	/* the fake gives both sides the same first QP (0x100, PSN 0x42): the
+	 * same plaintext under one keystream would give the same bytes */
+	check(!memcmp(&a->x.local[0], &b->x.local[0], sizeof(a->x.local[0])) && memcmp(sealed_auth, sealed_reply, 44),
+	      "exchange: the two directions are sealed under keystreams of their own");
+	{
+		uint8_t first[44];
+
+		memcpy(first, sealed_auth, sizeof(first));
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		run_pair(a, b, 2, 0, NULL, sniff, &ra, &rb);
+		check(ra == XC_DONE && rb == XC_DONE && memcmp(first, sealed_auth, sizeof(first)),
+		      "exchange: the same QPs in another session are sealed under another keystream");
+	}
 
 	/* rotation: a ring accepts every key it holds, dials with its first */
 	side_init(a, "a", "t1", K1, "b");

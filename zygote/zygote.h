@@ -352,13 +352,13 @@ struct swift_key {
 	size_t len;
 };
 
-/* Parse a keyring ("<id> <64 hex digits>" per line, newest first) or a
- * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
- * of keys, or -1 with err. */
 /* swift_seal XORs buf with role's keystream under key (block j is
  * HMAC-SHA-256(key, role | le32 j)): it encrypts and, applied again,
  * decrypts the exchange's QP parameters. */
 void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len);
+/* Parse a keyring ("<id> <64 hex digits>" per line, newest first) or a
+ * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
+ * of keys, or -1 with err. */
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
 
 /* Row operations the exchange calls; the unit tests supply fakes. */
