@@ -2,6 +2,7 @@ package inject
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -23,7 +24,25 @@ func (m DropCapabilities) Modify(s *specs.Spec) error {
 	return nil
 }
 
-// DropFrom removes caps from every set of c (which may be nil).
+// CapabilityName returns a capability's name as runc spells it: runc
+// takes only "CAP_NET_RAW", while crun (libcap) also takes "cap_net_raw"
+// and "net_raw", so names are compared in this form.
+func CapabilityName(s string) string {
+	s = strings.ToUpper(s)
+	if !strings.HasPrefix(s, "CAP_") {
+		s = "CAP_" + s
+	}
+	return s
+}
+
+// HasCapability tells whether name is in set, however it is spelled there.
+func HasCapability(set []string, name string) bool {
+	name = CapabilityName(name)
+	return slices.ContainsFunc(set, func(v string) bool { return CapabilityName(v) == name })
+}
+
+// DropFrom removes caps from every set of c (which may be nil), however
+// they are spelled there.
 func DropFrom(c *specs.LinuxCapabilities, caps []string) {
 	if c == nil {
 		return
@@ -32,6 +51,6 @@ func DropFrom(c *specs.LinuxCapabilities, caps []string) {
 		if *set == nil {
 			continue
 		}
-		*set = slices.DeleteFunc(*set, func(v string) bool { return slices.Contains(caps, v) })
+		*set = slices.DeleteFunc(*set, func(v string) bool { return HasCapability(caps, v) })
 	}
 }

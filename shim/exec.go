@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
@@ -108,7 +107,7 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 		}
 		var drop []string
 		for _, name := range policy.NetCapabilities {
-			if !slices.Contains(bounding, name) && hasCapability(p.Capabilities, name) {
+			if !inject.HasCapability(bounding, name) && hasCapability(p.Capabilities, name) {
 				drop = append(drop, name)
 			}
 		}
@@ -131,7 +130,7 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 // hasCapability tells whether cap is in any set of c.
 func hasCapability(c *specs.LinuxCapabilities, name string) bool {
 	for _, set := range [][]string{c.Bounding, c.Effective, c.Inheritable, c.Permitted, c.Ambient} {
-		if slices.Contains(set, name) {
+		if inject.HasCapability(set, name) {
 			return true
 		}
 	}
