@@ -39,7 +39,13 @@ const (
 	// refused; the victim's link, QPs and data are untouched.
 	ScenarioImpostor = "impostor"
 	// ScenarioSquat: a squatter on a zygote's exchange port does not stop it.
-	ScenarioSquat   = "squat"
+	ScenarioSquat = "squat"
+	// ScenarioSniff: a host-network sniffer with CAP_NET_RAW reads no QP
+	// number from the exchange (it does from RoCE headers, as documented).
+	ScenarioSniff = "sniff"
+	// ScenarioHeld: 100 held exchanges beyond a peer's cap are refused
+	// and leave no row behind.
+	ScenarioHeld    = "held"
 	ScenarioDoctor  = "doctor"
 	ScenarioPolicy  = "policy"
 	ScenarioQPLimit = "qp-limit"
@@ -82,7 +88,7 @@ const (
 // AllScenarios is the default batch, in run order.
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
-	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
+	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioSniff, ScenarioHeld, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 }
@@ -538,6 +544,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		{"hostile.so", "hostile.c", []string{"-shared", "-fPIC", "-DSWIFT_SHARED_HANDLER",
 			"-I", filepath.Join(c.Repo, "zygote"), "-Wl,--disable-new-dtags,-rpath,/.swift/bin/lib"}},
 		{"hostile-client", "hostile-client.c", []string{"-static"}},
+		{"sniff", "sniff.c", []string{"-static"}},
 		{"qpbench", "qpbench.c", []string{"-libverbs"}},
 	}
 	var built []string

@@ -291,6 +291,14 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		if !regexp.MustCompile(`^echo: 1000 messages, 1000 intact, 0 bad$`).MatchString(f["b.echo"]) {
 			t.Errorf("%s: the echo on node b reports %q, want 1000 intact", name, f["b.echo"])
 		}
+		// node b's root sniffed the link: the exchange's QP numbers are
+		// sealed, the RoCE packets' are not (the README says so)
+		want("b.sniffed_qpns", "4")
+		if n, _ := strconv.Atoi(f["b.tcp_lines"]); n < 6 {
+			t.Errorf("%s: the sniffer on b read %q TCP segments of the exchange, want at least 6 (hello to ack)", name, f["b.tcp_lines"])
+		}
+		want("b.exchange_qpn_seen", "0")
+		want("b.roce_seen", "yes")
 		t.Logf("%s: 1,000 messages of 256 B between nodes, median round trip %s us (ibv_rc_pingpong on the link: %s us)",
 			name, f["a.rtt_us"], f["a.raw_rtt_us"])
 	case ScenarioXKeys:
@@ -470,6 +478,25 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("ix_connected", "0") // the impostor got no pool
 		want("qps_kept", "yes")   // ib's QPs with ia are the same ones
 		want("verified", "200")   // and ia's function still passes data
+	case ScenarioHeld:
+		want("linked", "yes")
+		want("holding", "64")               // hb holds a row for each of ha's 64 holders
+		want("refused", "100")              // the next 100 are refused
+		some("refused_logged")              // hb logs why
+		want("holding_after_refused", "64") // and add no row
+		want("rows_left", "0")              // the holders gone, hb's rows are back where they were
+		want("vqps_left", "0")              // and its verbs QPs
+	case ScenarioSniff:
+		want("sniffing", "1")
+		want("linked", "yes")
+		want("verified", "50")
+		if n, _ := strconv.Atoi(f["tcp_lines"]); n < 6 {
+			t.Errorf("%s: the sniffer read %q TCP segments of the exchange, want at least 6 (hello to ack)", name, f["tcp_lines"])
+		}
+		want("sniffed_qpns", "4")      // vb's two QPs with va, and va's two
+		want("exchange_qpn_seen", "0") // sealed: no QPN readable in the exchange
+		// (RoCE packets between QPs of one rxe device do not pass an
+		// interface: x-data sniffs them on the link between two guests)
 	case ScenarioSquat:
 		want("squatter", "1")         // the squatter holds the port first
 		want("sb_running", "RUNNING") // the port was taken: the zygote still runs
@@ -610,6 +637,13 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("sameuid_ctl", "refused") // nor ask it for anything through the socket
 		want("sameuid_socket", "pool.status zygote.sock ")
 		want("sameuid_status", "1")
+		// the policy took CAP_NET_ADMIN and CAP_NET_RAW (tenant t1 keeps
+		// neither): from PID 1 and exec'd processes; a sniffer in p1
+		// cannot open a packet socket. Tenant t2 keeps CAP_NET_RAW.
+		want("netcaps_init", "0")
+		want("netcaps_exec", "0")
+		want("sniff_in_p1", "Operation not permitted")
+		want("netcaps_kept", "2")
 		want("p1_accept", "1")
 		want("refused_network", "1")
 		want("refused_auth_from_allowed", "1")

@@ -833,6 +833,89 @@ scenario_impostor() {
 	bounded 60 - zstop ix ia ib
 }
 
+# sniff: a host-network container of another tenant with CAP_NET_RAW (not
+# opted in: Swift does not govern it) captures every packet while zygotes
+# va and vb link and pass data. The exchange's QP numbers are sealed: none
+# of va's or vb's QPNs occurs in the exchange's TCP payloads. The RoCE
+# packets themselves carry their destination QP and PSN in the clear,
+# which no kernel setting hides from such a sniffer: x-data records that
+# (roce_seen) on the link between two guests; here, on one node, rxe
+# delivers them inside the kernel without passing an interface.
+scenario_sniff() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	step "a host-network container with CAP_NET_RAW sniffs every interface"
+	crun snf no /usr/bin/sniff 30 18591 18592 >"$W/sniff.out" 2>&1 &
+	sp=$!
+	i=0
+	while ! grep -q '^sniffing' "$W/sniff.out" && [ $i -lt 60 ]; do sleep 0.5; i=$((i + 1)); done
+	fact sniffing "$(grep -c '^sniffing' "$W/sniff.out")"
+	step "zygotes va and vb of tenant t1 link and pass data"
+	bounded 120 - zrun va va 18591 t1 "vb=$P:18592" 2
+	bounded 120 - zrun vb vb 18592 t1 "va=$P:18591" 2
+	if zwait va vb connected; then fact linked yes; else fact linked no; fi
+	zexec_t 90 vb /.swift/bin/swift-run --timeout 60 --peer va --all -- echo 1600 >"$W/sniff-echo.log" 2>&1 &
+	ep=$!
+	sleep 1
+	pp=$(zexec_t 90 va /.swift/bin/swift-run --timeout 60 --peer vb -- pingpong 50 256 2>&1)
+	echo "$pp"
+	wait $ep
+	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
+	step "the sniffer ends"
+	i=0
+	while kill -0 "$sp" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.5; i=$((i + 1)); done
+	sniffed "$(zexec_t 20 vb /.swift/bin/swift-run --status 2>&1)" va "$W/sniff.out"
+	step "stop va and vb"
+	bounded 60 - zstop va vb
+}
+
+# held: functions of ha hold QPs of their own to hb (held exchanges) up to
+# hb's cap for one peer (64 exchanges, 64 rows); 100 more are refused
+# before any row exists, and once the holders end hb's rows and verbs QPs
+# are back where they were.
+scenario_held() {
+	need_rxe
+	need_containerd
+	P=10.0.2.15
+	step "zygotes ha and hb of tenant t1, linked"
+	bounded 120 - zrun ha ha 18601 t1 "hb=$P:18602" 2
+	bounded 120 - zrun hb hb 18602 t1 "ha=$P:18601" 2
+	if zwait ha hb connected; then fact linked yes; else fact linked no; fi
+	hbpid=$(zpid hb)
+	rows() { zexec_t 20 hb /.swift/bin/swift-run --status 2>&1 | grep -c '^qp '; }
+	vqps() { rdma resource show qp 2>/dev/null | grep -c " pid $hbpid "; }
+	before=$(rows)
+	vbefore=$(vqps)
+	echo "hb: $before rows, $vbefore verbs QPs"
+	step "64 functions of ha hold a QP of their own to hb"
+	# one after another: hb takes at most 8 pending exchanges from one
+	# address at once (the oldest goes), so a burst would be cut short
+	zexec_t 240 ha /bin/sh -c 'i=0; while [ $i -lt 64 ]; do /.swift/bin/swift-run --timeout 200 --peer hb --own -- sleep 90000 >/tmp/held-$i.out 2>&1 & i=$((i + 1)); sleep 0.3; done; wait' &
+	hp=$!
+	i=0
+	while [ "$(rows)" -lt $((before + 64)) ] && [ $i -lt 90 ]; do sleep 1; i=$((i + 1)); done
+	fact holding $(($(rows) - before))
+	zexec_t 20 ha /bin/sh -c 'cat /tmp/held-*.out | sort | uniq -c'
+
+	step "100 more held exchanges are refused"
+	out=$(zexec_t 240 ha /bin/sh -c 'n=0; i=0; while [ $i -lt 100 ]; do /.swift/bin/swift-run --timeout 20 --peer hb --own -- noop >/tmp/held.out 2>&1 || n=$((n + 1)); i=$((i + 1)); done; echo refused=$n; tail -2 /tmp/held.out')
+	echo "$out"
+	fact refused "$(echo "$out" | sed -n 's/^refused=//p')"
+	fact refused_logged "$(grep -c 'its functions hold 64 exchanges and 64 QPs here (at most 64 and 64); refused 1 more' "$W/hb.out")"
+	grep -m2 'refused 1 more' "$W/hb.out"
+	fact holding_after_refused $(($(rows) - before))
+	step "the holders end: hb's rows and verbs QPs are back"
+	bounded 200 - wait "$hp"
+	i=0
+	while [ "$(rows)" -ne "$before" ] && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+	fact rows_left $(($(rows) - before))
+	fact vqps_left $(($(vqps) - vbefore))
+	zexec_t 20 hb /.swift/bin/swift-run --status 2>&1 | grep -v '^qp ' | head -20
+	step "stop ha and hb"
+	bounded 60 - zstop ha hb
+}
+
 # demo-hang: the demo with a step made to hang on purpose (it blocks as
 # swift-warm once did, opening a FIFO no one writes): the scenario must
 # fail within that step's bound of 15 s, naming the step, after the
@@ -867,6 +950,9 @@ peers = ["10.0.2.0/24"]
 [tenants.t1.container]
 hca_handle = 3
 hca_object = 40
+[tenants.t2]
+local = true
+net_capabilities = ["CAP_NET_RAW"]
 EOF
 	# functions under the container's uid here (function_uid_base = 0):
 	# the seccomp baseline, undumpable and PID 1's signal check hold alone
@@ -916,6 +1002,19 @@ EOF
 	fact sameuid_ctl "$(echo "$out" | sed -n 's/^sameuid ctl=//p')"
 	fact sameuid_socket "$(zexec p1 /bin/sh -c 'ls /run/swift' | tr '\n' ' ')"
 	fact sameuid_status "$(zexec p1 /.swift/bin/swift-run --status 2>&1 | grep -c '^zygote p1 ')"
+
+	log "the policy took CAP_NET_RAW and CAP_NET_ADMIN from p1 (tenant t1 keeps neither): from PID 1 and from exec'd processes; a sniffer in p1 cannot open a packet socket"
+	# CapEff bits 12 (NET_ADMIN) and 13 (NET_RAW)
+	netcaps() { echo $(((0x$1 >> 12) & 3)); }
+	fact netcaps_init "$(netcaps "$(awk '/^CapEff:/ {print $2}' "/proc/$pid/status")")"
+	fact netcaps_exec "$(netcaps "$(zexec p1 /bin/sh -c 'grep ^CapEff: /proc/self/status' | awk '{print $2}')")"
+	out=$(zexec p1 /usr/bin/sniff 1 18545 18546 2>&1)
+	echo "$out"
+	fact sniff_in_p1 "$(echo "$out" | sed -n 's/^sniff: socket(AF_PACKET): //p;s/^sniffing$/sniffing/p')"
+	out=$(ctr_ run --rm --net-host --env "$CPATH" --runtime "$RUNTIME" --annotation swift.io/rdma=true \
+		--annotation swift.io/tenant=t2 --rootfs "$(rootfs k2)" k2 /bin/sh -c 'grep ^CapEff: /proc/self/status' 2>&1)
+	echo "$out"
+	fact netcaps_kept "$(netcaps "$(echo "$out" | awk '/^CapEff:/ {print $2}')")"
 
 	log "the exchange takes connections only from the tenant's peer networks (10.0.2.0/24)"
 	fact p1_accept "$(grep -c '^accept 10.0.2.0/24$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p1/swift-pool.conf 2>/dev/null)"
@@ -1288,7 +1387,7 @@ scenario_probe() {
 . "$(dirname "$0")/quickstart.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;

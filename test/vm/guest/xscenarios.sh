@@ -73,6 +73,12 @@ scenario_x_data() {
 	fi
 	xsync raw-done
 	provision t1
+	# node b's root (as a host-network pod with CAP_NET_RAW would) sniffs
+	# the exchange and the RoCE packets on the link
+	if [ "$NODE" = b ]; then
+		/run/swiftvm/rootfs/usr/bin/sniff 90 18515 18515 >"$W/xsniff.out" 2>&1 &
+		snf=$!
+	fi
 	zrun "x$NODE" "x$NODE" 18515 t1 "x$PEER=$PEERIP:18515" 2
 	zwait "x$NODE" "x$PEER" connected || fail "x$NODE never connected to x$PEER"
 	st=$(zexec "x$NODE" /.swift/bin/swift-run --status)
@@ -87,6 +93,9 @@ scenario_x_data() {
 		wait $epid
 		cat "$W/xecho.log"
 		fact echo "$(grep '^echo: [0-9]* messages' "$W/xecho.log")"
+		kill "$snf" 2>/dev/null
+		wait "$snf" 2>/dev/null
+		sniffed "$st" xa "$W/xsniff.out"
 	else
 		xsync echo
 		out=$(zexec xa /.swift/bin/swift-run --peer xb --time -- pingpong 1000 256 2>&1)
@@ -98,6 +107,30 @@ scenario_x_data() {
 	echo "--- x$NODE.out"
 	cat "$W/x$NODE.out"
 	zstop "x$NODE"
+}
+
+# sniffed STATUS PEER FILE: what a sniffer's FILE (test/vm/csrc/sniff.c)
+# read of the QPs STATUS lists with PEER: exchange_qpn_seen counts the QP
+# numbers found in the exchange's TCP payloads (as they would be put there
+# in the clear: 4 bytes little endian), roce_seen whether a RoCE packet
+# to one of them was read.
+sniffed() {
+	qpns=$(echo "$1" | sed -n "s/^qp [0-9]* peer $2 qpn \([0-9]*\) remote \([0-9]*\).*/\1 \2/p" | tr '\n' ' ')
+	echo "QPNs with $2: $qpns"
+	seen=0
+	roce=0
+	for q in $qpns; do
+		le=$(printf '%02x%02x%02x00' $((q & 255)) $((q >> 8 & 255)) $((q >> 16 & 255)))
+		n=$(grep '^tcp ' "$3" | awk '{print $4}' | grep -c "$le")
+		[ "$n" -gt 0 ] && echo "QPN $q ($le) read in the exchange"
+		seen=$((seen + n))
+		roce=$((roce + $(grep -c "^bth $q " "$3")))
+	done
+	fact sniffed_qpns "$(echo $qpns | wc -w)"
+	fact tcp_lines "$(grep -c '^tcp ' "$3")"
+	fact exchange_qpn_seen "$seen"
+	if [ "$roce" -gt 0 ]; then fact roce_seen yes; else fact roce_seen no; fi
+	grep '^tcp ' "$3" | head -4 | cut -c1-160
 }
 
 # zcount ID: the zygote of container ID: its fds and its verbs objects.
