@@ -246,7 +246,7 @@ func TestPlanOrder(t *testing.T) {
 
 	// The zygote, when asked for, comes last; the whole chain stays idempotent.
 	node := roomyNode()
-	node.Zygote = &Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf", KeyPath: "/var/lib/swift/keys/t.key"}
+	node.Zygote = &Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf"}
 	mods, _, err = Plan(cfg, annotations.Options{}, node)
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func TestPlanTenant(t *testing.T) {
 	cfg := cfgWith(func(c *config.Config) { c.RDMA.HCAHandle = 1; c.RDMA.HCAObject = 1; c.RDMA.Memlock = "1GiB" })
 	node := roomyNode()
 	node.Limits = &Limits{HCAHandle: 4, HCAObject: 100, Memlock: 4 << 20, MemlockKey: "tenants.a.container.memlock"}
-	node.Zygote = &Zygote{BinDir: "/b", ConfPath: "/c", KeyPath: "/k"}
+	node.Zygote = &Zygote{BinDir: "/b", ConfPath: "/c"}
 	node.Seccomp = &Seccomp{Level: seccomp.Baseline}
 	mods, _, err := Plan(cfg, annotations.Options{Devices: []string{"rxe0"}}, node)
 	if err != nil {

@@ -22,21 +22,25 @@ const (
 	ZygoteBinDir  = ZygoteDir + "/bin"
 	ZygoteInit    = ZygoteBinDir + "/swift-init"
 	ZygoteConf    = ZygoteDir + "/pool.conf"
-	ZygoteKey     = ZygoteDir + "/tenant.keys"
 	ZygoteRunDir  = "/run/swift"
 	ZygoteSocket  = ZygoteRunDir + "/zygote.sock"
 	EnvSocket     = "SWIFT_SOCKET"
 	DefaultListen = 18515
 	DefaultTenant = "default"
+	// KeyPipeFD is where swift-init keeps the write end of the pipe the
+	// shim hands the tenant's keyring over (key_pipe in the pool
+	// description): the shim takes a copy of it from the container's init
+	// process, so no path in the container leads to the key.
+	KeyPipeFD = 100
 )
 
 // Zygote makes swift-init the container's init: it mounts the node's
-// Swift binaries, the pool description and the tenant key read-only, gives
-// the zygote a tmpfs for its socket, and wraps process.args.
+// Swift binaries and the pool description read-only, gives the zygote a
+// tmpfs for its socket, and wraps process.args. The tenant key is not
+// mounted: the shim hands it to the init process (KeyPipeFD).
 type Zygote struct {
 	BinDir   string // host directory with swift-init and swift-run
 	ConfPath string // host path of the pool description
-	KeyPath  string // host path of the container's key FIFO (the shim feeds it once)
 	// Owner, when set, is the container's user (uid, gid), which owns
 	// the zygote's socket directory: a zygote that does not run as root.
 	Owner *[2]uint32
@@ -55,7 +59,6 @@ func (m Zygote) mounts() []specs.Mount {
 	return []specs.Mount{
 		{Destination: ZygoteBinDir, Type: "bind", Source: m.BinDir, Options: ro},
 		{Destination: ZygoteConf, Type: "bind", Source: m.ConfPath, Options: ro},
-		{Destination: ZygoteKey, Type: "bind", Source: m.KeyPath, Options: ro},
 		{Destination: ZygoteRunDir, Type: "tmpfs", Source: "tmpfs", Options: run},
 	}
 }
@@ -104,8 +107,8 @@ func claimMounts(s *specs.Spec, what string, want []specs.Mount, roots, except [
 // (InvalidArgument). The shim's mounts go after every mount of the
 // container. A spec this modifier edited before (a retried Create) keeps
 // its wrapped args and gets the same mounts again. (An entrypoint that
-// starts swift-init some other way, through a symlink or a shell, finds
-// the key FIFO already read by the real one.)
+// starts swift-init some other way, through a symlink or a shell, gets no
+// key: the shim hands it only to the container's init process.)
 func (m Zygote) Modify(s *specs.Spec) error {
 	if s.Process == nil || len(s.Process.Args) == 0 {
 		return fmt.Errorf("spec has no process args to run under the zygote: %w", errdefs.ErrInvalidArgument)
@@ -188,7 +191,7 @@ func (pc PoolConfig) Render() []byte {
 	if pc.Device != "" {
 		fmt.Fprintf(&b, "device %s\n", pc.Device)
 	}
-	fmt.Fprintf(&b, "pool %d\nlisten %s:%d\nsocket %s\nkey_file %s\n", pc.Pool, pc.ListenHost, pc.ListenPort, ZygoteSocket, ZygoteKey)
+	fmt.Fprintf(&b, "pool %d\nlisten %s:%d\nsocket %s\nkey_pipe %d\n", pc.Pool, pc.ListenHost, pc.ListenPort, ZygoteSocket, KeyPipeFD)
 	for _, p := range pc.Peers {
 		fmt.Fprintf(&b, "peer %s %s:%d\n", p.Name, p.Host, p.Port)
 	}

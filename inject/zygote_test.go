@@ -13,7 +13,7 @@ import (
 // TestPoolConfigRender: options in, swift-init's pool description out.
 func TestPoolConfigRender(t *testing.T) {
 	head := "# written by the Swift shim; read by " + ZygoteInit + "\n"
-	tail := "socket " + ZygoteSocket + "\nkey_file " + ZygoteKey + "\n"
+	tail := "socket " + ZygoteSocket + "\nkey_pipe 100\n"
 	tests := []struct {
 		name string
 		pc   PoolConfig
@@ -91,12 +91,11 @@ func TestDefaultName(t *testing.T) {
 // shim's mounts win over a container's own at the zygote's paths, and an
 // entrypoint that already is swift-init is refused.
 func TestZygoteModify(t *testing.T) {
-	z := Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf", KeyPath: "/var/lib/swift/keys/t.keys"}
+	z := Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf"}
 	ro := []string{"rbind", "ro", "nosuid", "nodev"}
 	ours := []specs.Mount{
 		{Destination: "/.swift/bin", Type: "bind", Source: "/usr/local/lib/swift", Options: ro},
 		{Destination: "/.swift/pool.conf", Type: "bind", Source: "/run/b/swift-pool.conf", Options: ro},
-		{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/var/lib/swift/keys/t.keys", Options: ro},
 		{Destination: "/run/swift", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m"}},
 	}
 	run := specs.Mount{Destination: "/run", Type: "tmpfs", Source: "tmpfs"}
@@ -112,13 +111,12 @@ func TestZygoteModify(t *testing.T) {
 	runModCases(t, []modCase{
 		{name: "plain", mod: z, in: spec([]string{"sleep", "9"}),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: ours}},
-		{name: "a non-root zygote: its own key FIFO and socket dir",
-			mod: Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf", KeyPath: "/run/b/swift-tenant.keys",
+		{name: "a non-root zygote: its own socket dir",
+			mod: Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf",
 				Owner: &[2]uint32{1000, 1001}},
 			in: spec([]string{"sleep", "9"}),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: []specs.Mount{
 				ours[0], ours[1],
-				{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/run/b/swift-tenant.keys", Options: ro},
 				{Destination: "/run/swift", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m", "uid=1000", "gid=1001"}},
 			}}},
 		{name: "a parent mount (/run) stays before the zygote's", mod: z, in: spec([]string{"sleep", "9"}, run),
@@ -128,7 +126,7 @@ func TestZygoteModify(t *testing.T) {
 		{name: "container's own pool description", mod: z, err: errdefs.IsInvalidArgument,
 			in:  spec([]string{"sleep", "9"}, specs.Mount{Destination: "/.swift/pool.conf", Type: "bind", Source: "/tmp/mine.conf", Options: ro}),
 			msg: bad(`the container mounts /.swift/pool.conf (from "/tmp/mine.conf")`)},
-		{name: "container's own key", mod: z, err: errdefs.IsInvalidArgument,
+		{name: "a file of the container's where the key once was", mod: z, err: errdefs.IsInvalidArgument,
 			in:  spec([]string{"sleep", "9"}, specs.Mount{Destination: "/.swift/tenant.keys", Type: "bind", Source: "/tmp/k", Options: ro}),
 			msg: bad("/.swift/tenant.keys")},
 		{name: "container's own /.swift", mod: z, err: errdefs.IsInvalidArgument,
@@ -142,14 +140,14 @@ func TestZygoteModify(t *testing.T) {
 		{name: "some of ours only, args wrapped", mod: z, err: errdefs.IsInvalidArgument,
 			in: spec(wrapped, ours[0], ours[1]), msg: []string{"is swift-init already"}},
 		// copies of the shim's own mounts do not make a spec look edited
-		{name: "one of ours four times, args wrapped", mod: z, err: errdefs.IsInvalidArgument,
-			in: spec(wrapped, ours[3], ours[3], ours[3], ours[3]), msg: []string{"is swift-init already"}},
+		{name: "one of ours three times, args wrapped", mod: z, err: errdefs.IsInvalidArgument,
+			in: spec(wrapped, ours[2], ours[2], ours[2]), msg: []string{"is swift-init already"}},
 		{name: "all but the pool description, one twice, args wrapped", mod: z, err: errdefs.IsInvalidArgument,
-			in: spec(wrapped, ours[0], ours[2], ours[3], ours[3]), msg: []string{"is swift-init already"}},
-		{name: "some of ours, plain args: taken out and appended once", mod: z, in: spec([]string{"sleep", "9"}, ours[3], run, ours[0]),
+			in: spec(wrapped, ours[0], ours[2], ours[2]), msg: []string{"is swift-init already"}},
+		{name: "some of ours, plain args: taken out and appended once", mod: z, in: spec([]string{"sleep", "9"}, ours[2], run, ours[0]),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: append([]specs.Mount{run}, ours...)}},
 		{name: "edited before with a mount after ours: ours last again", mod: z,
-			in:   spec(wrapped, ours[0], ours[1], ours[2], ours[3], specs.Mount{Destination: "/data", Type: "bind", Source: "/d"}),
+			in:   spec(wrapped, ours[0], ours[1], ours[2], specs.Mount{Destination: "/data", Type: "bind", Source: "/d"}),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: append([]specs.Mount{{Destination: "/data", Type: "bind", Source: "/d"}}, ours...)}},
 		{name: "entrypoint is swift-init", mod: z, err: errdefs.IsInvalidArgument,
 			in: spec([]string{"/.swift/bin/swift-init", "--config", "/tmp/mine.conf", "--", "sh"}), msg: []string{`entrypoint "/.swift/bin/swift-init" is swift-init already`}},

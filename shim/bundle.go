@@ -198,24 +198,26 @@ func heldUnderPolicy(ctx context.Context, spec *specs.Spec, cfg config.Config, o
 	return pol, nil
 }
 
-// editBundle is EditBundle returning the lease it took (nil without a policy).
-func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leaseRef, retErr error) {
+// editBundle is EditBundle returning the lease it took (nil without a
+// policy) and, for a zygote container, the tenant key to hand to its init
+// once runc has made it (keyHandoff.start).
+func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leaseRef, _ *keyHandoff, retErr error) {
 	path := filepath.Join(bundle, SpecFile)
 	spec, err := readSpec(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if spec.Annotations[annotations.CRIContainerType] == "sandbox" {
 		log.G(ctx).Debug("swift: sandbox container left as it is")
-		return nil, nil
+		return nil, nil, nil
 	}
 	opts, err := annotations.Parse(spec.Annotations)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if lvl := cfg.LogLevel; lvl != "" {
 		_ = log.SetLevel(lvl)
@@ -224,28 +226,28 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	if !opts.Enabled(cfg.RDMA.Default) {
 		if len(opts.Given) > 0 && opts.RDMA == nil {
 			k := opts.Given[0]
-			return nil, fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
+			return nil, nil, fmt.Errorf("annotation %s=%q: given but the container does not opt in to RDMA (add %s=true): %w",
 				k, spec.Annotations[k], annotations.RDMA, errdefs.ErrInvalidArgument)
 		}
 		if pol, err = heldUnderPolicy(ctx, spec, cfg, opts); err != nil || pol == nil {
-			return nil, err
+			return nil, nil, err
 		}
 		on := true
 		opts.RDMA = &on
 	}
 	d, err := decide(ctx, bundle, cfgPath, spec, cfg, pol, opts, node)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ten, zp := d.tenancy, d.zygote
 	for _, w := range d.warnings {
 		log.G(ctx).Warn("swift: " + w)
 	}
 	if err := inject.Apply(spec, d.mods); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validateSpec(spec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Everything is checked: take the lease (against the tenant's node-wide
 	// quota) before anything is written, and give it back if writing fails.
@@ -253,7 +255,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	if zp != nil && zp.listen != nil {
 		netns, err := listenNetNS(spec)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if netns != "" {
 			listen = zp.listen
@@ -262,7 +264,7 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 	}
 	lease, err := acquireLease(ctx, cfg, ten, bundle, listen)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if retErr != nil {
@@ -274,34 +276,30 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		// rebuilds a lost ledger from while the container exists
 		b, err := json.Marshal(lease.lease)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := os.WriteFile(filepath.Join(bundle, ledger.BundleFile), b, 0o600); err != nil {
-			return nil, fmt.Errorf("write the lease's copy into the bundle: %w", err)
+			return nil, nil, fmt.Errorf("write the lease's copy into the bundle: %w", err)
 		}
 	}
 	if zp != nil {
 		if err := os.WriteFile(zp.mod.ConfPath, zp.poolConf, 0o444); err != nil {
-			return nil, fmt.Errorf("write pool description: %w", err)
-		}
-		if err := zp.writeKeyCopy(); err != nil {
-			os.Remove(zp.mod.ConfPath)
-			return nil, err
+			return nil, nil, fmt.Errorf("write pool description: %w", err)
 		}
 	}
 	if err := writeSpecAtomic(path, spec); err != nil {
 		if zp != nil {
 			os.Remove(zp.mod.ConfPath)
-			os.Remove(zp.mod.KeyPath)
 		}
-		return nil, err
+		return nil, nil, err
 	}
+	var key *keyHandoff
 	if zp != nil {
-		zp.feedKey()
+		key = zp.key
 	}
 	log.G(ctx).WithField("devices", strings.Join(ten.devices, ",")).WithField("zygote", zp != nil).
 		WithField("tenant", ten.tenant.Name).WithField("lease", lease != nil).Info("swift: rdma injected")
-	return lease, nil
+	return lease, key, nil
 }
 
 func readSpec(path string) (*specs.Spec, error) {

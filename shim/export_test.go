@@ -13,13 +13,13 @@ import (
 // service releases it on Delete; `swiftctl pools gc` once the container is
 // gone).
 func EditBundle(ctx context.Context, bundle, cfgPath string, node Node) error {
-	_, err := editBundle(ctx, bundle, cfgPath, node)
+	_, _, err := editBundle(ctx, bundle, cfgPath, node)
 	return err
 }
 
 // Prepare converts the request's runtime options and edits <bundle>/config.json.
 // A lease it takes stays in the ledger (see EditBundle).
 func Prepare(ctx context.Context, r *taskapi.CreateTaskRequest) error {
-	_, err := prepare(ctx, r)
+	_, _, err := prepare(ctx, r)
 	return err
 }

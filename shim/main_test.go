@@ -8,8 +8,12 @@ import (
 )
 
 // TestMain lets this test binary check ledger copies, as the binaries
-// that open the ledger do (ledger.RunCheckIfAsked).
+// that open the ledger do (ledger.RunCheckIfAsked), and stand in for
+// swift-init's key intake (keyChild).
 func TestMain(m *testing.M) {
 	ledger.RunCheckIfAsked()
+	if os.Getenv(keyChildEnv) != "" {
+		keyChild()
+	}
 	os.Exit(m.Run())
 }

@@ -69,7 +69,7 @@ func (s *Service) RegisterTTRPC(server *ttrpc.Server) error {
 // Create prepares the bundle's spec, converts runtime options, then delegates.
 func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*taskapi.CreateTaskResponse, error) {
 	start := time.Now()
-	lease, err := prepare(ctx, r)
+	lease, key, err := prepare(ctx, r)
 	if err != nil {
 		log.G(ctx).WithError(err).WithField("id", r.ID).Error("swift: create refused")
 		return nil, errgrpc.ToGRPC(err)
@@ -78,7 +78,14 @@ func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*ta
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
 	if err != nil {
 		lease.release(ctx) // runc did not create it: the lease goes back
+		if key != nil {
+			key.drop()
+		}
 		return resp, err
+	}
+	if key != nil {
+		// the container's init: runc's until Start, then swift-init
+		key.start(ctx, r.ID, int(resp.Pid))
 	}
 	s.bundles.set(r.ID, r.Bundle)
 	s.leases.set(r.ID, lease)
@@ -95,18 +102,19 @@ func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskap
 	return resp, err
 }
 
-// prepare is Prepare returning the container's lease (nil without a policy).
-func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, error) {
+// prepare is Prepare returning the container's lease (nil without a
+// policy) and a zygote's key to hand over (nil for other containers).
+func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, *keyHandoff, error) {
 	ropts, err := ConvertOptions(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfgPath := ropts.SwiftConfig
 	if cfgPath == "" {
 		cfgPath = config.PathFromEnv()
 	}
 	if !filepath.IsAbs(r.Bundle) {
-		return nil, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
 	}
 	return editBundle(ctx, r.Bundle, cfgPath, Node{CgroupRoot: "/sys/fs/cgroup"})
 }

@@ -1,14 +1,15 @@
 package shim
 
 import (
-	"errors"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/containerd/log"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -153,47 +154,26 @@ func sameUIDConfined(s *specs.Spec, cfgBase, base uint32) error {
 	return nil
 }
 
-// KeyCopyFile is the container's key FIFO in the bundle, through which
-// the shim feeds its tenant's keyring to the zygote once.
-const KeyCopyFile = "swift-tenant.keys"
-
-// zygotePrep is what prepareZygote decided: the modifier, and the files
-// to write once the spec edit has succeeded.
+// zygotePrep is what prepareZygote decided: the modifier, the files to
+// write once the spec edit has succeeded, and the key to hand over once
+// runc made the container's init.
 type zygotePrep struct {
 	mod      *inject.Zygote
 	poolConf []byte
-	// keyCopy is the ring feedKey writes into the FIFO at mod.KeyPath
-	// (mode 0600, owned by keyOwner on the host); nil once handed over
-	keyCopy  []byte
-	keyOwner [2]uint32
+	key      *keyHandoff
 	// listen is the exchange address swift-init listens on (nil: it has
 	// no peers and does not listen); its NetNS is filled in once the
 	// spec's namespaces are final (listenNetNS).
 	listen *ledger.Listen
 }
 
-// hostID maps a container uid or gid to the host through a user
-// namespace's mappings (none: the same id); ok false when unmapped.
-func hostID(maps []specs.LinuxIDMapping, id uint32) (uint32, bool) {
-	if len(maps) == 0 {
-		return id, true
-	}
-	for _, m := range maps {
-		if uint64(id) >= uint64(m.ContainerID) && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
-			return m.HostID + (id - m.ContainerID), true
-		}
-	}
-	return 0, false
-}
-
 // prepareZygote decides the zygote of a container. The zygote takes
 // exchange connections only from the tenant's peer networks when t
-// restricts peers. It gets the tenant's keyring through a FIFO of its
-// own, owned by the container's user on the host, fed once (feedKey):
-// nothing else in the container (its functions, which may run as that
-// user; its workload; a second swift-init started through a symlink or a
-// shell) reads the key after it. A non-root zygote also owns its socket
-// directory.
+// restricts peers. It gets the tenant's keyring from the shim by hand
+// (keyHandoff), never through a path: nothing else in the container (its
+// functions, which may run as its user; its workload; an exec; a second
+// swift-init started through a symlink or a shell) can read the key. A
+// non-root zygote owns its socket directory.
 func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*zygotePrep, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
@@ -210,29 +190,19 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	if err != nil {
 		return nil, err
 	}
-	p := &zygotePrep{mod: &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile), KeyPath: key}}
-	var uid, gid uint32
-	if s.Process != nil {
-		uid, gid = s.Process.User.UID, s.Process.User.GID
-	}
-	var uidMaps, gidMaps []specs.LinuxIDMapping
-	if s.Linux != nil {
-		uidMaps, gidMaps = s.Linux.UIDMappings, s.Linux.GIDMappings
-	}
-	hu, uok := hostID(uidMaps, uid)
-	hg, gok := hostID(gidMaps, gid)
-	if !uok || !gok {
-		return nil, fmt.Errorf("the container's user %d:%d is not mapped by its user namespace: the zygote could not read its key: %w",
-			uid, gid, errdefs.ErrInvalidArgument)
-	}
 	ring, err := keys.ReadTrusted(key)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s's keyring: %w", pc.Tenant, err)
 	}
-	p.mod.KeyPath = filepath.Join(bundle, KeyCopyFile)
-	p.keyCopy, p.keyOwner = ring.Format(), [2]uint32{hu, hg}
-	if uid != 0 {
-		p.mod.Owner = &[2]uint32{uid, gid}
+	initPath := filepath.Join(bin, "swift-init")
+	var ist unix.Stat_t
+	if err := unix.Stat(initPath, &ist); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", initPath, err, errdefs.ErrFailedPrecondition)
+	}
+	p := &zygotePrep{mod: &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile)},
+		key: &keyHandoff{ring: ring.Format(), initDev: ist.Dev, initIno: ist.Ino, initPath: initPath}}
+	if s.Process != nil && s.Process.User.UID != 0 {
+		p.mod.Owner = &[2]uint32{s.Process.User.UID, s.Process.User.GID}
 	}
 	p.poolConf = pc.Render()
 	if len(pc.Peers) > 0 {
@@ -264,69 +234,105 @@ func listenNetNS(s *specs.Spec) (string, error) {
 	return fmt.Sprintf("netns:%d:%d", st.Dev, st.Ino), nil
 }
 
-// writeKeyCopy makes the container's key FIFO at mod.KeyPath, owned by
-// its user on the host, readable by nobody else: a FIFO, so that nothing
-// stays behind once swift-init has read the key and nothing the container
-// writes there grows on the node's /run (feedKey writes the key into it).
-func (p *zygotePrep) writeKeyCopy() error {
-	if p.keyCopy == nil {
-		return nil
-	}
-	path := p.mod.KeyPath
-	if err := unix.Mkfifo(path, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("make the container's key FIFO: %w", err)
-	}
-	var st unix.Stat_t
-	err := unix.Lstat(path, &st)
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		err = fmt.Errorf("%s is not a FIFO", path)
-	}
-	if err == nil {
-		err = unix.Lchown(path, int(p.keyOwner[0]), int(p.keyOwner[1]))
-	}
-	if err == nil {
-		err = unix.Chmod(path, 0o600)
-	}
-	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("make the container's key FIFO: %w", err)
-	}
-	return nil
+// keyWait bounds how long the shim waits for a zygote container's init
+// to run swift-init and make its key pipe; swift-init waits 30 s for the key.
+const keyWait = 60 * time.Second
+
+// keyHandoff is a tenant keyring on its way to a zygote container's init.
+// The ring reaches one process only: the container's init (the pid runc
+// reported at Create), once it runs the node's swift-init (device and
+// inode of its executable), through the write end of a pipe swift-init
+// keeps at inject.KeyPipeFD, of which the shim takes a copy
+// (pidfd_getfd). No path leads to the pipe, and nothing in the container
+// can take fds from its PID 1, which is undumpable.
+type keyHandoff struct {
+	ring             []byte
+	initDev, initIno uint64
+	initPath         string // for messages
 }
 
-// feeders holds the key FIFOs this shim is feeding.
-var feeders sync.Map
-
-// feedKey writes the key into the container's FIFO once a reader (its
-// swift-init) has opened it, then closes it: swift-init reads it to EOF.
-// It tries with a growing pause (5 to 50 ms) and gives up when the FIFO
-// is gone (the bundle was deleted). The key leaves its memory after.
-func (p *zygotePrep) feedKey() {
-	if p.keyCopy == nil {
-		return
-	}
-	key, path := p.keyCopy, p.mod.KeyPath
-	p.keyCopy = nil
-	if _, busy := feeders.LoadOrStore(path, true); busy {
-		clear(key) // a retried Create: one feeder per FIFO
-		return
-	}
+// start hands the ring to pid in the background and forgets it; a failure
+// is logged (swift-init, without a key, says so and ends).
+func (k *keyHandoff) start(ctx context.Context, id string, pid int) {
 	go func() {
-		defer feeders.Delete(path)
-		defer clear(key)
-		pause := 5 * time.Millisecond
-		for {
-			fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			if err == nil {
-				_, _ = unix.Write(fd, key)
-				unix.Close(fd)
-				return
-			}
-			if err != unix.ENXIO && err != unix.EINTR {
-				return // gone, or not ours to feed
-			}
-			time.Sleep(pause)
-			pause = min(pause*2, 50*time.Millisecond)
+		defer clear(k.ring)
+		if err := k.hand(pid, keyWait); err != nil {
+			log.G(ctx).WithError(err).WithField("id", id).Error("swift: the tenant key was not handed to the zygote")
 		}
 	}()
+}
+
+// drop forgets the ring (runc did not make the container).
+func (k *keyHandoff) drop() { clear(k.ring) }
+
+// hand waits until pid runs swift-init and holds the key pipe, then writes
+// the ring's length (4 bytes, little endian) and the ring into it. It
+// gives up when pid ends or after wait.
+func (k *keyHandoff) hand(pid int, wait time.Duration) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("the container's init (pid %d): pidfd_open: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	deadline := time.Now().Add(wait)
+	pause := 2 * time.Millisecond
+	for {
+		done, err := k.try(pid, pidfd)
+		if done || err != nil {
+			return err
+		}
+		if ended(pidfd) {
+			return fmt.Errorf("the container's init (pid %d) ended before it took the key", pid)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the container's init (pid %d) did not run %s with its key pipe at fd %d within %s",
+				pid, k.initPath, inject.KeyPipeFD, wait)
+		}
+		time.Sleep(pause)
+		pause = min(pause*2, 50*time.Millisecond)
+	}
+}
+
+// ended tells whether the process of pidfd has ended (a pidfd polls
+// readable from its exit on, reaped or not).
+func ended(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 1
+}
+
+// try hands the ring over if pid is ready: true once written; false, nil
+// while pid still runs runc's init or has not made the pipe yet.
+func (k *keyHandoff) try(pid, pidfd int) (bool, error) {
+	var st unix.Stat_t
+	if unix.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st) != nil || st.Dev != k.initDev || st.Ino != k.initIno {
+		return false, nil
+	}
+	fd, err := unix.PidfdGetfd(pidfd, inject.KeyPipeFD, 0)
+	if err == unix.EBADF {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take the key pipe from the container's init (pid %d) with pidfd_getfd, which needs ptrace rights over it "+
+			"(the shim runs as root; Yama's ptrace_scope 3 refuses them to everyone): %w", pid, err)
+	}
+	defer unix.Close(fd)
+	// the pidfd's process has not ended: /proc/<pid> above was that process
+	if ended(pidfd) {
+		return false, fmt.Errorf("the container's init (pid %d) ended before it took the key", pid)
+	}
+	var fst unix.Stat_t
+	fl, ferr := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if unix.Fstat(fd, &fst) != nil || fst.Mode&unix.S_IFMT != unix.S_IFIFO || ferr != nil || fl&unix.O_ACCMODE != unix.O_WRONLY {
+		return false, nil // not the key pipe (yet)
+	}
+	msg := make([]byte, 4+len(k.ring))
+	defer clear(msg)
+	binary.LittleEndian.PutUint32(msg, uint32(len(k.ring)))
+	copy(msg[4:], k.ring)
+	// the pipe is empty and holds 64 KiB: a ring of at most 4 KiB goes in whole
+	if n, err := unix.Write(fd, msg); err != nil || n != len(msg) {
+		return false, fmt.Errorf("write the key into the container's init (pid %d): %d of %d bytes: %v", pid, n, len(msg), err)
+	}
+	return true, nil
 }

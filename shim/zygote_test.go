@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
@@ -176,16 +178,20 @@ func TestZygoteHere(t *testing.T) {
 	}
 }
 
-// TestPrepareZygoteKeyCopy: every zygote gets the tenant's ring through a
-// FIFO of its own, owned by its user on the host, fed once; a non-root
-// one owns its socket directory; an unmapped user is refused.
-func TestPrepareZygoteKeyCopy(t *testing.T) {
+// TestPrepareZygoteKey: every zygote gets the tenant's ring to hand to
+// its init (the node's swift-init, by device and inode), no key mount; a
+// non-root one owns its socket directory.
+func TestPrepareZygoteKey(t *testing.T) {
 	needRoot(t)
 	bin := t.TempDir()
 	for _, f := range []string{"swift-init", "swift-run"} {
 		if err := os.WriteFile(filepath.Join(bin, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var ist unix.Stat_t
+	if err := unix.Stat(filepath.Join(bin, "swift-init"), &ist); err != nil {
+		t.Fatal(err)
 	}
 	cfg := config.Default()
 	cfg.KeysDir, cfg.StateDir, cfg.Zygote.BinDir = t.TempDir(), t.TempDir(), bin
@@ -196,17 +202,16 @@ func TestPrepareZygoteKeyCopy(t *testing.T) {
 		return s
 	}
 	tests := []struct {
-		name     string
-		s        *specs.Spec
-		base     uint32
-		hostUser [2]uint32
-		owner    *[2]uint32
+		name  string
+		s     *specs.Spec
+		base  uint32
+		owner *[2]uint32
 	}{
-		{"root, function uids", spec(0, 0, nil), 2000000000, [2]uint32{0, 0}, nil},
-		{"root, functions as root", spec(0, 0, nil), 0, [2]uint32{0, 0}, nil},
-		{"a user", spec(1000, 1001, nil), 2000000000, [2]uint32{1000, 1001}, &[2]uint32{1000, 1001}},
-		{"root of a user namespace", spec(0, 0, userns), 2000000000, [2]uint32{100000, 100000}, nil},
-		{"a user of a user namespace", spec(1000, 1000, userns), 2000000000, [2]uint32{101000, 101000}, &[2]uint32{1000, 1000}},
+		{"root, function uids", spec(0, 0, nil), 2000000000, nil},
+		{"root, functions as root", spec(0, 0, nil), 0, nil},
+		{"a user", spec(1000, 1001, nil), 2000000000, &[2]uint32{1000, 1001}},
+		{"root of a user namespace", spec(0, 0, userns), 2000000000, nil},
+		{"a user of a user namespace", spec(1000, 1000, userns), 2000000000, &[2]uint32{1000, 1000}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,38 +223,112 @@ func TestPrepareZygoteKeyCopy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.keyCopy == nil {
-				t.Fatal("no ring to feed")
+			want, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
+			if p.key == nil || string(p.key.ring) != string(want) || p.key.initDev != ist.Dev || p.key.initIno != ist.Ino {
+				t.Errorf("key handoff %+v, want the ring %q for swift-init %d:%d", p.key, want, ist.Dev, ist.Ino)
 			}
 			if (p.mod.Owner == nil) != (tc.owner == nil) || (tc.owner != nil && *p.mod.Owner != *tc.owner) {
 				t.Errorf("socket dir owner %v, want %v", p.mod.Owner, tc.owner)
 			}
-			if p.mod.KeyPath != filepath.Join(bundle, KeyCopyFile) {
-				t.Errorf("key copy at %s", p.mod.KeyPath)
-			}
-			if err := p.writeKeyCopy(); err != nil {
-				t.Fatal(err)
-			}
-			var st unix.Stat_t
-			if err := unix.Lstat(p.mod.KeyPath, &st); err != nil {
-				t.Fatal(err)
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Uid != tc.hostUser[0] || st.Gid != tc.hostUser[1] || st.Mode&0o777 != 0o600 {
-				t.Errorf("key FIFO mode %o owned %d:%d, want a FIFO 0600 of %d:%d", st.Mode, st.Uid, st.Gid, tc.hostUser[0], tc.hostUser[1])
-			}
-			// the shim feeds the key once; a reader gets it, then EOF
-			p.feedKey()
-			got, err := os.ReadFile(p.mod.KeyPath)
-			want, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
-			if err != nil || string(got) != string(want) {
-				t.Errorf("the FIFO gave %q (%v), want the ring's %q", got, err, want)
+			if !strings.Contains(string(p.poolConf), "\nkey_pipe 100\n") || strings.Contains(string(p.poolConf), "key_file") {
+				t.Errorf("pool description without key_pipe 100:\n%s", p.poolConf)
 			}
 		})
 	}
-	_, err := prepareZygote(t.TempDir(), "z1", cfg, annotations.Options{Tenant: "t1"}, &policy.Tenant{Name: "t1", Unlimited: true}, 0,
-		spec(70000, 70000, userns))
-	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "70000:70000 is not mapped") {
-		t.Errorf("an unmapped user: %v, want InvalidArgument", err)
+}
+
+// keyChildEnv makes this test binary a stand-in for swift-init's key
+// intake (keyChild): what TestKeyHandoff hands the key to.
+const keyChildEnv = "SWIFT_TEST_KEY_CHILD"
+
+// keyChild does what swift-init does with key_pipe 100: a pipe whose
+// write end waits at fd 100, read for at most the given time; it prints
+// what came, or "none".
+func keyChild() {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		os.Exit(2)
+	}
+	if err := unix.Dup3(p[1], inject.KeyPipeFD, unix.O_CLOEXEC); err != nil {
+		os.Exit(2)
+	}
+	unix.Close(p[1])
+	wait, _ := time.ParseDuration(os.Getenv(keyChildEnv))
+	var got []byte
+	deadline := time.Now().Add(wait)
+	buf := make([]byte, 8192)
+	for time.Now().Before(deadline) {
+		fds := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 50); n == 1 {
+			if k, err := unix.Read(p[0], buf); k > 0 && err == nil {
+				got = append(got, buf[:k]...)
+			}
+		}
+		if len(got) >= 4 && len(got) >= 4+int(binary.LittleEndian.Uint32(got)) {
+			break
+		}
+	}
+	if len(got) < 4 {
+		fmt.Println("none")
+	} else {
+		fmt.Printf("%d:%s\n", binary.LittleEndian.Uint32(got), got[4:])
+	}
+	os.Exit(0)
+}
+
+// TestKeyHandoff plays a process of the container that wants the key as
+// swift-init does (a pipe at fd 100, the same executable): only the
+// container's init, the pid the shim was given, gets the ring; a process
+// running another executable at that pid gets nothing, and the shim says
+// why once it ends.
+func TestKeyHandoff(t *testing.T) {
+	needRoot(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(self, &st); err != nil {
+		t.Fatal(err)
+	}
+	child := func(wait string) (*exec.Cmd, *bytes.Buffer) {
+		c := exec.Command(self, "-test.run=^$")
+		c.Env = append(os.Environ(), keyChildEnv+"="+wait)
+		var out bytes.Buffer
+		c.Stdout = &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return c, &out
+	}
+	ring := []byte("k1 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n")
+
+	// the init and a rogue of the same executable, both waiting for a key
+	init, initOut := child("5s")
+	rogue, rogueOut := child("2s")
+	k := &keyHandoff{ring: append([]byte(nil), ring...), initDev: st.Dev, initIno: st.Ino, initPath: self}
+	if err := k.hand(init.Process.Pid, 10*time.Second); err != nil {
+		t.Fatalf("hand: %v", err)
+	}
+	init.Wait()
+	rogue.Wait()
+	if got, want := initOut.String(), fmt.Sprintf("%d:%s\n", len(ring), ring); got != want {
+		t.Errorf("the init got %q, want %q", got, want)
+	}
+	if got := rogueOut.String(); got != "none\n" {
+		t.Errorf("another process of the container got %q, want none", got)
+	}
+
+	// the right pid running another executable than swift-init
+	other, otherOut := child("1s")
+	k = &keyHandoff{ring: append([]byte(nil), ring...), initDev: st.Dev, initIno: st.Ino + 1, initPath: "/elsewhere/swift-init"}
+	err = k.hand(other.Process.Pid, 10*time.Second)
+	other.Wait()
+	if err == nil || !strings.Contains(err.Error(), "ended before it took the key") {
+		t.Errorf("hand to another executable: %v, want it to give up once the process ended", err)
+	}
+	if got := otherOut.String(); got != "none\n" {
+		t.Errorf("a process running another executable got %q, want none", got)
 	}
 }
 

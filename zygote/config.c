@@ -169,6 +169,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			bad = copy(c->socket_path, sizeof(c->socket_path), v);
 		else if (!strcmp(k, "key_file"))
 			bad = copy(c->key_file, sizeof(c->key_file), v);
+		else if (!strcmp(k, "key_pipe"))
+			bad = number(v, 3, 1023, &n) || ((c->key_pipe = (int)n), 0);
 		else if (!strcmp(k, "accept"))
 			bad = parse_accept(c, v);
 		else if (!strcmp(k, "peer")) {

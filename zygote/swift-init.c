@@ -129,15 +129,114 @@ int swift_listen_tcp(const char *host, int port)
 	return fd;
 }
 
+/* read_all reads up to max bytes from fd (non-blocking) until EOF, max, or
+ * the deadline; returns the count, or -1 on a read error. */
+static ssize_t read_all(int fd, uint8_t *b, size_t max, uint64_t deadline_us)
+{
+	size_t n = 0;
+
+	while (n < max) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t now = swift_now_us();
+		ssize_t r;
+
+		if (now >= deadline_us || poll(&p, 1, (int)((deadline_us - now) / 1000) + 1) < 0)
+			break;
+		r = read(fd, b + n, max - n);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -1;
+		}
+		n += (size_t)r;
+	}
+	return (ssize_t)n;
+}
+
+/* key_from_shim: the ring comes over a pipe no path leads to. Its write
+ * end waits at fd key_pipe; the shim takes a copy of it from this process
+ * (pidfd_getfd: only a process with ptrace rights over PID 1 can, and
+ * PID 1 is undumpable) once it has checked that this process is the
+ * container's init running the node's swift-init, and writes the ring.
+ * Nothing in the container can open the pipe or read what is in it. */
+static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err, size_t errlen)
+{
+	uint64_t deadline = swift_now_us() + 30 * 1000000ull;
+	uint8_t len[4];
+	int p[2], wfd = z->cfg.key_pipe;
+	ssize_t n;
+	uint32_t want;
+
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
+		snprintf(err, errlen, "tenant key: pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (p[1] != wfd) {
+		if (dup3(p[1], wfd, O_CLOEXEC) < 0) {
+			snprintf(err, errlen, "tenant key: fd %d: %s", wfd, strerror(errno));
+			close(p[0]);
+			close(p[1]);
+			return -1;
+		}
+		close(p[1]);
+	}
+	n = read_all(p[0], len, sizeof(len), deadline);
+	want = (uint32_t)len[0] | (uint32_t)len[1] << 8 | (uint32_t)len[2] << 16 | (uint32_t)len[3] << 24;
+	if (n == (ssize_t)sizeof(len) && want >= 1 && want <= max)
+		n = read_all(p[0], b, want, deadline);
+	else if (n == (ssize_t)sizeof(len))
+		n = -2;
+	close(wfd);
+	close(p[0]);
+	if (n < 0 || (size_t)n != want || !want) {
+		snprintf(err, errlen, "tenant key: %s", n == -2 ? "the shim sent a length outside 1..4096"
+							       : "nothing from the shim in 30 s (it hands the key to "
+								 "the container's init only; see the shim's log)");
+		explicit_bzero(b, max);
+		return -1;
+	}
+	return n;
+}
+
+/* key_from_file: a regular file of at most 4096 bytes (tests without a shim). */
+static ssize_t key_from_file(struct zygote *z, uint8_t *b, size_t max, char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t n;
+	int fd = open(z->cfg.key_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 1 || (size_t)st.st_size > max) {
+		snprintf(err, errlen, "tenant key %s: not a regular file of 1 to %zu bytes", z->cfg.key_file, max);
+		close(fd);
+		return -1;
+	}
+	n = read_all(fd, b, max, swift_now_us() + 10 * 1000000ull);
+	close(fd);
+	if (n != st.st_size) {
+		snprintf(err, errlen, "tenant key %s: short read", z->cfg.key_file);
+		explicit_bzero(b, max);
+		return -1;
+	}
+	return n;
+}
+
 static int read_key(struct zygote *z, char *err, size_t errlen)
 {
-	uint8_t b[4097];
-	struct stat st;
+	uint8_t b[4096];
 	char why[200];
 	ssize_t n;
-	int fd;
 
-	if (!z->cfg.key_file[0]) {
+	if (z->cfg.key_pipe)
+		n = key_from_shim(z, b, sizeof(b), err, errlen);
+	else if (z->cfg.key_file[0])
+		n = key_from_file(z, b, sizeof(b), err, errlen);
+	else {
 		/* no key: authenticate with the tenant name alone (tests without a shim) */
 		strcpy(z->keys[0].id, "name");
 		z->keys[0].len = strlen(z->cfg.tenant);
@@ -145,43 +244,12 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		z->nkeys = 1;
 		return 0;
 	}
-	/* O_NONBLOCK: a FIFO opens without a writer (the shim's feeder comes) */
-	fd = open(z->cfg.key_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
+	if (n < 0)
 		return -1;
-	}
-	if (fstat(fd, &st) || !(S_ISFIFO(st.st_mode) || (S_ISREG(st.st_mode) && st.st_size <= 4096))) {
-		snprintf(err, errlen, "tenant key %s: not the shim's FIFO nor a regular file of at most 4096 bytes",
-			 z->cfg.key_file);
-		close(fd);
-		return -1;
-	}
-	/* the shim feeds the key through a FIFO once, then closes it: read to
-	 * the end (nothing stays behind to read, nothing grows on the node's
-	 * /run); a regular file (tests without a shim) reads the same way */
-	for (n = 0;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		ssize_t r;
-
-		if ((size_t)n >= sizeof(b) || poll(&p, 1, 10000) != 1)
-			break;
-		r = read(fd, b + n, sizeof(b) - (size_t)n);
-		if (r <= 0 && !(r < 0 && errno == EAGAIN))
-			break; /* EOF: the feeder closed, or the file ended */
-		if (r > 0)
-			n += r;
-	}
-	close(fd);
-	if (!n || n > 4096) {
-		explicit_bzero(b, sizeof(b));
-		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, n ? "more than 4096 bytes" : "nothing to read");
-		return -1;
-	}
 	z->nkeys = swift_keys_parse(b, (size_t)n, z->keys, SWIFT_KEYS_MAX, why, sizeof(why));
 	explicit_bzero(b, sizeof(b));
 	if (z->nkeys < 0) {
-		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, why);
+		snprintf(err, errlen, "tenant key: %s", why);
 		z->nkeys = 0;
 		return -1;
 	}

@@ -45,8 +45,9 @@ struct warm {
 };
 
 /* read_key (--direct): the keyring a direct client proves, from a regular
- * file only (a FIFO, the zygote's one-time key feed, is refused at once
- * rather than waited on); without key_file, the legacy tenant-name key. */
+ * file only (anything else is refused at once rather than waited on);
+ * without key_file, the legacy tenant-name key. A zygote container's
+ * description (key_pipe) names none: its key is its zygote's alone. */
 static int read_key(struct warm *w, char *err, size_t errlen)
 {
 	uint8_t b[4097];
@@ -54,6 +55,11 @@ static int read_key(struct warm *w, char *err, size_t errlen)
 	ssize_t n;
 	int fd;
 
+	if (w->cfg.key_pipe && !w->cfg.key_file[0]) {
+		snprintf(err, errlen, "tenant key: this description's key is handed to its zygote only (key_pipe): "
+				      "--direct needs a description with a key_file");
+		return -1;
+	}
 	if (!w->cfg.key_file[0]) {
 		strcpy(w->keys[0].id, "name");
 		w->keys[0].len = strlen(w->cfg.tenant);
@@ -64,7 +70,7 @@ static int read_key(struct warm *w, char *err, size_t errlen)
 	fd = open(w->cfg.key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "tenant key %s: %s", w->cfg.key_file,
-			 fd < 0 ? strerror(errno) : "not a regular file (only the zygote reads its key feed)");
+			 fd < 0 ? strerror(errno) : "not a regular file");
 		if (fd >= 0)
 			close(fd);
 		return -1;

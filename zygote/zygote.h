@@ -91,6 +91,11 @@ struct swift_cfg {
 	int listen_port;
 	char socket_path[256];
 	char key_file[256];
+	/* key_pipe N: the shim hands the tenant's keyring over a pipe whose
+	 * write end swift-init keeps at fd N for it to take (pidfd_getfd)
+	 * and write: 4 bytes of length, little endian, then the ring. 0:
+	 * key_file, a regular file (tests without a shim), or no key */
+	int key_pipe;
 	size_t msg_size;
 	int npeers;
 	struct swift_peer peers[SWIFT_MAX_PEERS];

@@ -38,7 +38,8 @@ func TestZygoteIsInit(t *testing.T) {
 	opts := zygoteConfig(t)
 	script := `set -e
 cat /proc/1/cmdline | tr '\0' ' '; echo
-ls -l /.swift/tenant.keys | cut -c1-10
+ls /.swift/tenant.keys 2>&1 | sed 's/^.*: /key path: /'
+cat /proc/1/fd/0 </dev/null 2>&1 | sed 's/^.*: /init fd: /'
 sed -n 's/^tenant /tenant=/p; s/^peer /peer=/p' /.swift/pool.conf
 /.swift/bin/swift-run --no-qp -- exit 5 || echo "fork rc=$?"
 /.swift/bin/swift-run --no-qp -- crash || echo "crash rc=$?"
@@ -55,7 +56,7 @@ exit 3`
 	}
 	for _, want := range []string{
 		"/.swift/bin/swift-init --config /.swift/pool.conf -- sh -c",
-		"prw-------", "tenant=t1", "peer=b 127.0.0.1:18600",
+		"key path: No such file or directory", "init fd: Permission denied", "tenant=t1", "peer=b 127.0.0.1:18600",
 		"fork rc=5", "crash rc=139", "after crash ok",
 		"qp rc=125", "socket=/run/swift/zygote.sock",
 		`hello from /.swift/bin/handlers/hello.so: "one two" (0 QPs, provider none)`,
