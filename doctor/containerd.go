@@ -287,6 +287,14 @@ func checkZygoteBin(n Node, cfg config.Config) Result {
 		r.Fix = fmt.Sprintf("make install (puts swift-init and swift-run in %s), or set zygote.bin_dir in %s to where they are", config.DefaultZygoteBinDir, n.ConfigPath)
 		return r
 	}
+	// the shim hands a zygote its key with pidfd_getfd, which Yama's
+	// ptrace_scope 3 refuses to everyone
+	if b, err := os.ReadFile(filepath.Join(n.ProcRoot, "sys/kernel/yama/ptrace_scope")); err == nil && strings.TrimSpace(string(b)) == "3" {
+		r.Status = Warn
+		r.Detail = "kernel.yama.ptrace_scope is 3: the shim cannot hand a zygote its tenant key (pidfd_getfd needs ptrace rights), so containers with swift.io/zygote=true do not start"
+		r.Fix = "set kernel.yama.ptrace_scope to 2 or lower (2 lets only root, as the shim runs); scope 3 holds until the next boot"
+		return r
+	}
 	r.Status, r.Detail = OK, dir+": swift-init and swift-run"
 	return r
 }

@@ -256,6 +256,23 @@ func TestZygoteBin(t *testing.T) {
 	if r := checkZygoteBin(n, cfg); r.Status != OK || r.Detail != dir+": swift-init and swift-run" {
 		t.Errorf("both present: %+v", r)
 	}
+	yama := filepath.Join(n.ProcRoot, "sys/kernel/yama/ptrace_scope")
+	if err := os.MkdirAll(filepath.Dir(yama), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		scope  string
+		status Status
+	}{{"1\n", OK}, {"2\n", OK}, {"3\n", Warn}} {
+		if err := os.WriteFile(yama, []byte(tc.scope), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := checkZygoteBin(n, cfg)
+		if r.Status != tc.status || (tc.status == Warn && !strings.Contains(r.Detail, "kernel.yama.ptrace_scope is 3: the shim cannot hand a zygote its tenant key")) {
+			t.Errorf("ptrace_scope %q: %+v, want %s", tc.scope, r, tc.status)
+		}
+	}
+	os.Remove(yama)
 	cfg.Zygote.BinDir = filepath.Join(dir, "absent")
 	if r := checkZygoteBin(n, cfg); r.Status != Warn || !strings.Contains(r.Detail, "lacks swift-init and swift-run") {
 		t.Errorf("no bin_dir: %+v", r)

@@ -520,9 +520,12 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("n1_state", "connected")
 		want("n1_host_uid", "1000")   // --user 1000:1000
 		want("n2_host_uid", "100000") // its root, mapped
-		want("n1_key", "fifo")        // fed once by the shim, read once
-		want("n1_key_inside", "fifo")
-		want("n2_key", "fifo")
+		// the key is handed to the init, never put where a path leads
+		want("n1_key", "none")
+		want("n2_key", "none")
+		want("n1_key_inside", "No such file or directory")
+		want("n1_init_fds", "Permission denied") // PID 1 is undumpable
+		want("n1_init_fd", "Permission denied")
 		want("n1_send", "1")
 	case ScenarioAlloc:
 		want("cdi_devices", "rxe0 rxe1") // swiftctl cdi generate: both devices
@@ -640,6 +643,10 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		// the policy took CAP_NET_ADMIN and CAP_NET_RAW (tenant t1 keeps
 		// neither): from PID 1 and exec'd processes; a sniffer in p1
 		// cannot open a packet socket. Tenant t2 keeps CAP_NET_RAW.
+		// root in p1 finds no path to the key, and cannot open PID 1's fds
+		// (it may list them: CAP_DAC_OVERRIDE)
+		want("key_inside", "No such file or directory")
+		want("init_fd", "Permission denied")
 		want("netcaps_init", "0")
 		want("netcaps_exec", "0")
 		want("sniff_in_p1", "Operation not permitted")
