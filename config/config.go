@@ -44,6 +44,12 @@ const DefaultFunctionUIDBase = 2000000000
 // FunctionUIDs is how many uids from the base the zygote uses (its slots).
 const FunctionUIDs = 128
 
+// FunctionUIDRanges is how many ranges of FunctionUIDs uids from the base
+// the node hands out: under a tenant policy each zygote container without
+// a user namespace takes one of its own (the ledger's UIDRange), so that no
+// two containers' functions share a host uid.
+const FunctionUIDRanges = 1024
+
 // MemlockUnlimited is the RLIMIT_MEMLOCK value meaning "no limit".
 const MemlockUnlimited = math.MaxUint64
 
@@ -99,7 +105,9 @@ type Zygote struct {
 	// FunctionUIDBase: each forked function runs as uid and gid
 	// FunctionUIDBase+slot (FunctionUIDs of them), with no capabilities,
 	// so that functions cannot signal, trace or list one another; 0 runs
-	// them as the container's user.
+	// them as the container's user. Under a tenant policy a container
+	// without a user namespace takes the range FunctionUIDBase +
+	// FunctionUIDs×i of its own (i < FunctionUIDRanges).
 	FunctionUIDBase uint32 `toml:"function_uid_base"`
 }
 
@@ -300,9 +308,9 @@ func (c Config) problems() []tomlfile.Problem {
 	if !filepath.IsAbs(c.Zygote.BinDir) {
 		add("zygote.bin_dir", "%q: must be an absolute path", c.Zygote.BinDir)
 	}
-	if b := c.Zygote.FunctionUIDBase; b != 0 && (b < 1000 || b > math.MaxUint32-1-FunctionUIDs) {
-		add("zygote.function_uid_base", "%d: want 0 (functions run as the container's user) or a uid from 1000 to %d",
-			b, uint32(math.MaxUint32-1-FunctionUIDs))
+	if b := c.Zygote.FunctionUIDBase; b != 0 && (b < 1000 || b > math.MaxUint32-1-FunctionUIDs*FunctionUIDRanges) {
+		add("zygote.function_uid_base", "%d: want 0 (functions run as the container's user) or a uid from 1000 to %d (the node's %d ranges of %d uids follow it)",
+			b, uint32(math.MaxUint32-1-FunctionUIDs*FunctionUIDRanges), FunctionUIDRanges, FunctionUIDs)
 	}
 	return ps
 }

@@ -171,7 +171,7 @@ func TestRelease(t *testing.T) {
 		{Namespace: "ns1", ID: "c1", Tenant: "t", Bundle: bundle},
 		{Namespace: "ns2", ID: "c1", Tenant: "t", Bundle: "/elsewhere/ns2/c1"},
 	} {
-		if _, err := l.Acquire(x, ledger.Quota{}); err != nil {
+		if _, _, err := l.Acquire(x, ledger.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}

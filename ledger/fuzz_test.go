@@ -16,7 +16,7 @@ func baseLedger(f *testing.F) []byte {
 	l.Alive = func(Lease) bool { return true }
 	for _, id := range []string{"a", "b", "c"} {
 		x := Lease{Namespace: "n", ID: id, Tenant: "t", Devices: []string{"rxe0"}, Charge: Amounts{Containers: 1, QPs: 4}}
-		if _, err := l.Acquire(x, Quota{}); err != nil {
+		if _, _, err := l.Acquire(x, Quota{}); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func FuzzCorruptLedger(f *testing.F) {
 		ok("List", err)
 		_, err = l.GC(true)
 		ok("GC --dry-run", err)
-		_, err = l.Acquire(Lease{Namespace: "n", ID: "d", Tenant: "t", Charge: Amounts{Containers: 1}}, Quota{Limit: Amounts{Containers: 10}})
+		_, _, err = l.Acquire(Lease{Namespace: "n", ID: "d", Tenant: "t", Charge: Amounts{Containers: 1}}, Quota{Limit: Amounts{Containers: 10}})
 		ok("Acquire", err)
 		_, err = l.Release("n", "a", nil)
 		ok("Release", err)

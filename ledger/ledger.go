@@ -149,6 +149,10 @@ type Lease struct {
 	// (nil: none): two live leases never hold one port in one network
 	// namespace.
 	Listen *Listen `json:"listen,omitempty"`
+	// UIDRange is the range of function uids the container's zygote gives
+	// its functions (nil: none of its own), an index below the ranges
+	// Acquire was given: two live leases never hold one.
+	UIDRange *int `json:"uid_range,omitempty"`
 }
 
 // Listen is a zygote's exchange address and the network namespace it
@@ -235,7 +239,23 @@ func aliveIn(proc string, selfNS uint64, l Lease) bool {
 type Quota struct {
 	Limit  Amounts
 	Source string
+	// UIDRanges, when above 0, gives the lease a function uid range of
+	// its own: the lowest index below UIDRanges no live lease holds.
+	UIDRanges int
 }
+
+// UIDRangeError is an Acquire refused because every function uid range of
+// the node is held by a live lease. It is a ResourceExhausted error.
+type UIDRangeError struct {
+	Ranges int
+}
+
+func (e *UIDRangeError) Error() string {
+	return fmt.Sprintf("all %d function uid ranges of this node are held by running zygote containers: %v", e.Ranges, errdefs.ErrResourceExhausted)
+}
+
+// Unwrap makes UIDRangeError a ResourceExhausted error.
+func (e *UIDRangeError) Unwrap() error { return errdefs.ErrResourceExhausted }
 
 // QuotaError is an Acquire refused because the tenant's node-wide quota is
 // used up. It is a ResourceExhausted error.
@@ -661,37 +681,36 @@ func decode(k, v []byte) (Lease, error) {
 // or a stale one) is replaced. Leases of containers that no longer exist
 // are reclaimed first, and returned, whether or not the quota admits the
 // new one. Over quota the error is a *QuotaError; a lease whose Listen
-// conflicts with a live lease's is refused with a *PortError.
-func (l *Ledger) Acquire(lease Lease, q Quota) (reclaimed []Lease, err error) {
+// conflicts with a live lease's is refused with a *PortError. With
+// q.UIDRanges the lease gets a function uid range no live lease holds
+// (lease.UIDRange in the returned lease), or a *UIDRangeError.
+func (l *Ledger) Acquire(lease Lease, q Quota) (got Lease, reclaimed []Lease, err error) {
 	if lease.Namespace == "" || lease.ID == "" || lease.Tenant == "" {
-		return nil, fmt.Errorf("lease needs a namespace, an ID and a tenant (got %q/%q tenant %q): %w",
+		return lease, nil, fmt.Errorf("lease needs a namespace, an ID and a tenant (got %q/%q tenant %q): %w",
 			lease.Namespace, lease.ID, lease.Tenant, errdefs.ErrInvalidArgument)
 	}
 	if lease.Created.IsZero() {
 		lease.Created = time.Now().UTC()
 	}
-	val, err := json.Marshal(lease)
-	if err != nil {
-		return nil, err
-	}
+	lease.UIDRange = nil
 	var refused error
 	err = l.safely(func() error {
 		var err error
-		reclaimed, refused, err = l.acquire(lease, val, q)
+		got, reclaimed, refused, err = l.acquire(lease, q)
 		return err
 	})
 	if err != nil {
-		return reclaimed, err
+		return got, reclaimed, err
 	}
-	return reclaimed, refused
+	return got, reclaimed, refused
 }
 
 // acquire: refused is the lease's refusal (*QuotaError, *PortError), err
 // what kept the ledger from deciding.
-func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, refused error, err error) {
+func (l *Ledger) acquire(lease Lease, q Quota) (got Lease, reclaimed []Lease, refused error, err error) {
 	db, done, err := l.open(false)
 	if err != nil {
-		return nil, nil, err
+		return lease, nil, nil, err
 	}
 	committed := false
 	defer func() { done(committed) }()
@@ -703,6 +722,7 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, r
 		var used Amounts
 		var dead [][]byte
 		var portErr *PortError
+		heldRanges := map[int]bool{}
 		err = b.ForEach(func(k, v []byte) error {
 			if string(k) == lease.Key() {
 				return nil
@@ -721,6 +741,9 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, r
 			}
 			if lease.Listen != nil && x.Listen != nil && portErr == nil && lease.Listen.Conflicts(*x.Listen) {
 				portErr = &PortError{Want: *lease.Listen, Holder: x.Key()}
+			}
+			if x.UIDRange != nil {
+				heldRanges[*x.UIDRange] = true
 			}
 			return nil
 		})
@@ -743,13 +766,28 @@ func (l *Ledger) acquire(lease Lease, val []byte, q Quota) (reclaimed []Lease, r
 				return nil // commit the reclaimed deletions, not the lease
 			}
 		}
+		if q.UIDRanges > 0 {
+			i := 0
+			for i < q.UIDRanges && heldRanges[i] {
+				i++
+			}
+			if i == q.UIDRanges {
+				refused = &UIDRangeError{Ranges: q.UIDRanges}
+				return nil // commit the reclaimed deletions, not the lease
+			}
+			lease.UIDRange = &i
+		}
+		val, err := json.Marshal(lease)
+		if err != nil {
+			return err
+		}
 		return b.Put([]byte(lease.Key()), val)
 	})
 	if err != nil {
-		return reclaimed, nil, l.txFailed("acquire "+lease.Key()+": ", err)
+		return lease, reclaimed, nil, l.txFailed("acquire "+lease.Key()+": ", err)
 	}
 	committed = true
-	return reclaimed, refused, nil
+	return lease, reclaimed, refused, nil
 }
 
 // Release removes the lease of namespace/id and returns it (nil when there

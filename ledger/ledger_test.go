@@ -94,7 +94,7 @@ func TestAcquireQuota(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New(t.TempDir())
 			for i, s := range tc.steps {
-				_, err := l.Acquire(s.lease, Quota{Limit: s.quota, Source: "tenants.t.node in p.toml"})
+				_, _, err := l.Acquire(s.lease, Quota{Limit: s.quota, Source: "tenants.t.node in p.toml"})
 				if s.err == nil {
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
@@ -126,7 +126,7 @@ func TestAcquireRecordsLease(t *testing.T) {
 	l := New(t.TempDir())
 	in := lease("k8s.io", "c1", "team-a", Amounts{Containers: 1, QPs: 4, HCAHandle: 2, HCAObject: 64, Memlock: 1 << 30})
 	in.Bundle = t.TempDir()
-	if _, err := l.Acquire(in, Quota{}); err != nil {
+	if _, _, err := l.Acquire(in, Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.List()
@@ -144,7 +144,7 @@ func TestAcquireRecordsLease(t *testing.T) {
 func TestAcquireInvalid(t *testing.T) {
 	l := New(t.TempDir())
 	for _, x := range []Lease{{ID: "a", Tenant: "t"}, {Namespace: "n", Tenant: "t"}, {Namespace: "n", ID: "a"}} {
-		if _, err := l.Acquire(x, Quota{}); !errdefs.IsInvalidArgument(err) {
+		if _, _, err := l.Acquire(x, Quota{}); !errdefs.IsInvalidArgument(err) {
 			t.Errorf("Acquire(%+v) = %v, want InvalidArgument", x, err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestRelease(t *testing.T) {
 		t.Fatal("Release created the ledger")
 	}
 	a := lease("n", "a", "t", one(1))
-	if _, err := l.Acquire(a, Quota{}); err != nil {
+	if _, _, err := l.Acquire(a, Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	other := Owner{PID: a.Owner.PID, Start: a.Owner.Start + 1}
@@ -229,7 +229,7 @@ func TestGCAndReclaimOnAcquire(t *testing.T) {
 	for _, x := range []Lease{mk("live", live), mk("dead1", gone), mk("dead2", gone)} {
 		// Record without reclaiming: a test liveness that sees all alive.
 		r := &Ledger{Path: l.Path, Alive: func(Lease) bool { return true }}
-		if _, err := r.Acquire(x, Quota{}); err != nil {
+		if _, _, err := r.Acquire(x, Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestGCAndReclaimOnAcquire(t *testing.T) {
 	}
 	// A quota of 2 containers: live + 2 dead = 3 held; Acquire reclaims
 	// the dead ones and admits the new lease.
-	rec, err := l.Acquire(mk("new", live), Quota{Limit: Amounts{Containers: 2}})
+	_, rec, err := l.Acquire(mk("new", live), Quota{Limit: Amounts{Containers: 2}})
 	if err != nil || !reflect.DeepEqual(keys(rec), []string{"n/dead1", "n/dead2"}) {
 		t.Fatalf("Acquire = reclaimed %q, %v", keys(rec), err)
 	}
@@ -251,10 +251,10 @@ func TestGCAndReclaimOnAcquire(t *testing.T) {
 	}
 	// Reclaiming persists even when the quota refuses the new lease.
 	r := &Ledger{Path: l.Path, Alive: func(Lease) bool { return true }}
-	if _, err := r.Acquire(mk("dead3", gone), Quota{}); err != nil {
+	if _, _, err := r.Acquire(mk("dead3", gone), Quota{}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err = l.Acquire(mk("over", live), Quota{Limit: Amounts{Containers: 2}})
+	_, rec, err = l.Acquire(mk("over", live), Quota{Limit: Amounts{Containers: 2}})
 	if !errdefs.IsResourceExhausted(err) || !reflect.DeepEqual(keys(rec), []string{"n/dead3"}) {
 		t.Fatalf("Acquire over quota = reclaimed %q, %v", keys(rec), err)
 	}
@@ -298,7 +298,7 @@ func TestLockTimeout(t *testing.T) {
 	}
 	// A second open file description conflicts, as another process would.
 	start := time.Now()
-	_, err = l.Acquire(lease("n", "a", "t", one(1)), Quota{})
+	_, _, err = l.Acquire(lease("n", "a", "t", one(1)), Quota{})
 	if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "still locked") {
 		t.Fatalf("Acquire while locked = %v, want Unavailable", err)
 	}
@@ -306,7 +306,7 @@ func TestLockTimeout(t *testing.T) {
 		t.Errorf("gave up after %v, want about 200ms", d)
 	}
 	f.Close()
-	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
+	if _, _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
 		t.Fatalf("Acquire after unlock: %v", err)
 	}
 }
@@ -317,7 +317,7 @@ func TestUnwritableStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := New(filepath.Join(f, "state")) // a path under a regular file
-	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); !errdefs.IsFailedPrecondition(err) {
+	if _, _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); !errdefs.IsFailedPrecondition(err) {
 		t.Fatalf("Acquire = %v, want FailedPrecondition", err)
 	}
 }
@@ -334,7 +334,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			l := &Ledger{Path: path, Timeout: 30 * time.Second}
-			_, err := l.Acquire(lease("n", fmt.Sprint(i), "t", one(1)), Quota{Limit: Amounts{QPs: 10}})
+			_, _, err := l.Acquire(lease("n", fmt.Sprint(i), "t", one(1)), Quota{Limit: Amounts{QPs: 10}})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -396,7 +396,7 @@ func TestHelperAcquire(t *testing.T) {
 	l := &Ledger{Path: path, Timeout: 30 * time.Second, Alive: func(Lease) bool { return true }}
 	for i := 0; i < 8; i++ {
 		id := os.Getenv("LEDGER_HELPER_PROC") + "-" + strconv.Itoa(i)
-		if _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{Limit: Amounts{QPs: 20}}); err != nil && !errdefs.IsResourceExhausted(err) {
+		if _, _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{Limit: Amounts{QPs: 20}}); err != nil && !errdefs.IsResourceExhausted(err) {
 			t.Fatal(err)
 		}
 	}
@@ -475,7 +475,7 @@ func TestSalvageAndRebuild(t *testing.T) {
 	l := New(dir)
 	l.Alive = func(Lease) bool { return true }
 	for _, id := range []string{"a", "b"} {
-		if _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{}); err != nil {
+		if _, _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -517,7 +517,7 @@ func TestSalvageAndRebuild(t *testing.T) {
 func TestCheckBlessesASoundFile(t *testing.T) {
 	l := New(t.TempDir())
 	l.Alive = func(Lease) bool { return true }
-	if _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
+	if _, _, err := l.Acquire(lease("n", "a", "t", one(1)), Quota{}); err != nil {
 		t.Fatal(err)
 	}
 	sumFile := l.Path + ".sum"
@@ -607,10 +607,10 @@ func TestAcquirePort(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New(t.TempDir())
-			if _, err := l.Acquire(tc.first, Quota{}); err != nil {
+			if _, _, err := l.Acquire(tc.first, Quota{}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := l.Acquire(tc.next, Quota{})
+			_, _, err := l.Acquire(tc.next, Quota{})
 			if tc.err == "" && err != nil {
 				t.Fatalf("second lease refused: %v", err)
 			}
@@ -637,5 +637,66 @@ func TestAcquirePort(t *testing.T) {
 				t.Errorf("ledger holds %q, want %q", keys(got), tc.want)
 			}
 		})
+	}
+}
+
+// TestUIDRanges: each lease that asks gets the lowest function uid range
+// no live lease holds (other tenants' included); a released or dead
+// lease's range is given again; with every range held the lease is
+// refused (ResourceExhausted) and not recorded.
+func TestUIDRanges(t *testing.T) {
+	l := New(t.TempDir())
+	alive := map[string]bool{}
+	l.Alive = func(x Lease) bool { return !alive[x.Key()+"-dead"] }
+	q := Quota{UIDRanges: 3}
+	get := func(id, tenant string) (int, error) {
+		got, _, err := l.Acquire(lease("n", id, tenant, one(1)), q)
+		if err != nil {
+			return -1, err
+		}
+		if got.UIDRange == nil {
+			t.Fatalf("lease %s got no uid range", id)
+		}
+		all, _ := l.List()
+		for _, x := range all {
+			if x.Key() == "n/"+id && (x.UIDRange == nil || *x.UIDRange != *got.UIDRange) {
+				t.Fatalf("the ledger records %s's range %v, Acquire said %d", id, x.UIDRange, *got.UIDRange)
+			}
+		}
+		return *got.UIDRange, nil
+	}
+	for _, tc := range []struct {
+		id, tenant string
+		want       int
+	}{{"a", "t1", 0}, {"b", "t2", 1}, {"c", "t1", 2}} {
+		if got, err := get(tc.id, tc.tenant); err != nil || got != tc.want {
+			t.Fatalf("%s: range %d, %v; want %d", tc.id, got, err, tc.want)
+		}
+	}
+	if _, err := get("d", "t3"); !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "all 3 function uid ranges of this node are held") {
+		t.Fatalf("a fourth: %v, want ResourceExhausted", err)
+	}
+	if all, _ := l.List(); len(all) != 3 {
+		t.Fatalf("the refused lease was recorded: %q", keys(all))
+	}
+	// a retried Create keeps its place; a released range is given again
+	if got, err := get("b", "t2"); err != nil || got != 1 {
+		t.Fatalf("b again: %d, %v; want 1", got, err)
+	}
+	if _, err := l.Release("n", "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get("e", "t3"); err != nil || got != 1 {
+		t.Fatalf("after b's release: %d, %v; want 1", got, err)
+	}
+	// a dead container's range is reclaimed with its lease
+	alive["n/a-dead"] = true
+	if got, err := get("f", "t1"); err != nil || got != 0 {
+		t.Fatalf("after a died: %d, %v; want 0", got, err)
+	}
+	// a lease that does not ask takes none, and holds none
+	got, _, err := l.Acquire(lease("n", "g", "t1", one(1)), Quota{})
+	if err != nil || got.UIDRange != nil {
+		t.Fatalf("a lease without ranges: %v, %v", got.UIDRange, err)
 	}
 }

@@ -262,7 +262,11 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 			listen.NetNS = netns
 		}
 	}
-	lease, err := acquireLease(ctx, cfg, ten, bundle, listen)
+	uidRanges := 0
+	if zp != nil && zp.ownUIDs {
+		uidRanges = config.FunctionUIDRanges
+	}
+	lease, err := acquireLease(ctx, cfg, ten, bundle, listen, uidRanges)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -283,7 +287,11 @@ func editBundle(ctx context.Context, bundle, cfgPath string, node Node) (_ *leas
 		}
 	}
 	if zp != nil {
-		if err := os.WriteFile(zp.mod.ConfPath, zp.poolConf, 0o444); err != nil {
+		if lease != nil && lease.lease.UIDRange != nil {
+			// the functions' uids: the container's own range of the node's
+			zp.pool.FunctionUIDBase = cfg.Zygote.FunctionUIDBase + uint32(*lease.lease.UIDRange)*config.FunctionUIDs
+		}
+		if err := os.WriteFile(zp.mod.ConfPath, zp.pool.Render(), 0o444); err != nil {
 			return nil, nil, fmt.Errorf("write pool description: %w", err)
 		}
 	}

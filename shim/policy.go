@@ -138,7 +138,7 @@ func containerKey(ctx context.Context, bundle string) (string, string) {
 // node-wide quota, and the port its zygote listens on (listen, nil for
 // none) against every other zygote's. The open policy (no policy file)
 // keeps no ledger.
-func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle string, listen *ledger.Listen) (*leaseRef, error) {
+func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle string, listen *ledger.Listen, uidRanges int) (*leaseRef, error) {
 	if ten.policy.IsOpen() {
 		return nil, nil
 	}
@@ -151,9 +151,10 @@ func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle s
 	q := ledger.Quota{
 		Limit: ledger.Amounts{Containers: t.Node.Containers, QPs: t.Node.QPs, HCAHandle: t.Node.HCAHandle,
 			HCAObject: t.Node.HCAObject, Memlock: t.Node.Memlock},
-		Source: fmt.Sprintf("%s in %s", t.Key("node"), ten.policy.Path),
+		Source:    fmt.Sprintf("%s in %s", t.Key("node"), ten.policy.Path),
+		UIDRanges: uidRanges,
 	}
-	reclaimed, err := l.Acquire(lease, q)
+	lease, reclaimed, err := l.Acquire(lease, q)
 	for _, r := range reclaimed {
 		log.G(ctx).WithField("lease", r.Key()).WithField("tenant", r.Tenant).WithField("shim_pid", r.Owner.PID).
 			Info("swift: reclaimed the lease of a container that no longer exists")

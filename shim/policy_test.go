@@ -701,3 +701,56 @@ func TestEditExecSpecNetCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// TestEditBundleFunctionUIDRanges: under a policy each zygote container
+// without a user namespace runs its functions under a uid range of its own
+// (the ledger's), whatever its tenant; one with a user namespace keeps
+// the base (its mapping keeps it apart) and takes no range.
+func TestEditBundleFunctionUIDRanges(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, _, _ := n.policyConfig(t, `[tenants.a]
+namespaces = ["team-a"]
+fork_sharing = true
+[tenants.b]
+namespaces = ["team-b"]
+fork_sharing = true
+`)
+	uids := func(ns string, userns bool) string {
+		ann := map[string]string{annotations.RDMA: "true", annotations.Zygote: "true", policy.CRISandboxNamespace: ns}
+		s := testSpec(ann)
+		if userns {
+			m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}, {ContainerID: 2000000000, HostID: 300000, Size: 65536}}
+			s.Linux.UIDMappings, s.Linux.GIDMappings = m, m
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		}
+		bundle, _ := writeBundle(t, s)
+		if err := EditBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+			t.Fatalf("EditBundle: %v", err)
+		}
+		conf, err := os.ReadFile(filepath.Join(bundle, PoolFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(conf), "\n") {
+			if v, ok := strings.CutPrefix(l, "function_uids "); ok {
+				return v
+			}
+		}
+		return "none"
+	}
+	for i, tc := range []struct {
+		ns     string
+		userns bool
+		want   string
+	}{
+		{"team-a", false, "2000000000"},
+		{"team-b", false, "2000000128"}, // another tenant: the next range
+		{"team-a", false, "2000000256"}, // the same tenant: the next range too
+		{"team-b", true, "2000000000"},  // a user namespace: its own mapping, no range
+		{"team-b", false, "2000000384"},
+	} {
+		if got := uids(tc.ns, tc.userns); got != tc.want {
+			t.Errorf("container %d (%s, user namespace %v): function_uids %s, want %s", i, tc.ns, tc.userns, got, tc.want)
+		}
+	}
+}

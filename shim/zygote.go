@@ -158,9 +158,15 @@ func sameUIDConfined(s *specs.Spec, cfgBase, base uint32) error {
 // write once the spec edit has succeeded, and the key to hand over once
 // runc made the container's init.
 type zygotePrep struct {
-	mod      *inject.Zygote
-	poolConf []byte
-	key      *keyHandoff
+	mod *inject.Zygote
+	// pool is the pool description, written once the lease is taken
+	// (which may give the functions a uid range of their own)
+	pool inject.PoolConfig
+	// ownUIDs: its functions run under host uids of their own (function
+	// uids, no user namespace), which a policy's ledger ranges keep apart
+	// from other containers'
+	ownUIDs bool
+	key     *keyHandoff
 	// listen is the exchange address swift-init listens on (nil: it has
 	// no peers and does not listen); its NetNS is filled in once the
 	// spec's namespaces are final (listenNetNS).
@@ -204,7 +210,8 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	if s.Process != nil && s.Process.User.UID != 0 {
 		p.mod.Owner = &[2]uint32{s.Process.User.UID, s.Process.User.GID}
 	}
-	p.poolConf = pc.Render()
+	p.pool = pc
+	p.ownUIDs = pc.FunctionUIDBase != 0 && (s.Linux == nil || len(s.Linux.UIDMappings) == 0)
 	if len(pc.Peers) > 0 {
 		p.listen = &ledger.Listen{Host: pc.ListenHost, Port: pc.ListenPort}
 	}

@@ -230,8 +230,8 @@ func TestPrepareZygoteKey(t *testing.T) {
 			if (p.mod.Owner == nil) != (tc.owner == nil) || (tc.owner != nil && *p.mod.Owner != *tc.owner) {
 				t.Errorf("socket dir owner %v, want %v", p.mod.Owner, tc.owner)
 			}
-			if !strings.Contains(string(p.poolConf), "\nkey_pipe 100\n") || strings.Contains(string(p.poolConf), "key_file") {
-				t.Errorf("pool description without key_pipe 100:\n%s", p.poolConf)
+			if conf := string(p.pool.Render()); !strings.Contains(conf, "\nkey_pipe 100\n") || strings.Contains(conf, "key_file") {
+				t.Errorf("pool description without key_pipe 100:\n%s", conf)
 			}
 		})
 	}

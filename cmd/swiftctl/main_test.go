@@ -90,7 +90,7 @@ func acquireLease(t *testing.T, state, id, bundle string) {
 	x := ledger.Lease{Namespace: "n", ID: id, Tenant: "a", Devices: []string{"rxe0"},
 		Charge: ledger.Amounts{Containers: 1, QPs: 2, Memlock: 4 << 20}, Bundle: bundle, Owner: ledger.Self()}
 	r := &ledger.Ledger{Path: ledger.New(state).Path, Alive: func(ledger.Lease) bool { return true }}
-	if _, err := r.Acquire(x, ledger.Quota{}); err != nil {
+	if _, _, err := r.Acquire(x, ledger.Quota{}); err != nil {
 		t.Fatal(err)
 	}
 }

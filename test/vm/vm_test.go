@@ -595,6 +595,10 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 	case ScenarioQuickstart:
 		checkQuickstart(t, cfg, f, want)
 	case ScenarioQPLimit:
+		// each container's functions in a uid range of its own (slot 0 of
+		// each: the first function)
+		want("fn_uids_in_ranges", "1")
+		want("fn_uid_ranges", "differ")
 		// tenant t1: container.qps = 4, so rdma.max hca_object = 4 × 4
 		if !strings.Contains(f["rdma_max"], "hca_object=16") {
 			t.Errorf("%s: rdma.max = %q, want hca_object=16 (qps 4 × 4 objects)", name, f["rdma_max"])

@@ -1070,6 +1070,23 @@ EOF
 	zrun q1 q1 18561 t1 "q2=10.0.2.15:18562" 2
 	zrun q2 q2 18562 t1 "q1=10.0.2.15:18561" 2
 	zwait q1 q2 connected || fail "q1 never connected to q2"
+	# under a policy each container's functions run in a uid range of its own
+	for id in q1 q2; do
+		zexec_t 30 "$id" /.swift/bin/swift-run --no-qp -- sleep 4000 >/dev/null 2>&1 &
+	done
+	sleep 2
+	for id in q1 q2; do
+		u=""
+		for c in $(cat /proc/"$(zpid "$id")"/task/*/children); do
+			cu=$(awk '/^Uid:/ {print $2}' "/proc/$c/status" 2>/dev/null)
+			[ -n "$cu" ] && [ "$cu" -ge 2000000000 ] && u=$cu
+		done
+		eval "${id}_uid=\$u"
+		echo "$id: a function runs as uid $u"
+	done
+	fact fn_uids_in_ranges "$(( q1_uid >= 2000000000 && q2_uid >= 2000000000 && (q1_uid - 2000000000) % 128 == 0 && (q2_uid - 2000000000) % 128 == 0 ))"
+	if [ $(((q1_uid - 2000000000) / 128)) -ne $(((q2_uid - 2000000000) / 128)) ]; then fact fn_uid_ranges differ; else fact fn_uid_ranges "shared ($q1_uid, $q2_uid)"; fi
+	wait
 	qcg=$(sed -n 's/^0:://p' "/proc/$(zpid q1)/cgroup")
 	fact rdma_max "$(sed -n 's/^rxe0 //p' "/sys/fs/cgroup$qcg/rdma.max")"
 	objects() { sed -n 's/^rxe0 .*hca_object=\([0-9]*\).*/\1/p' "/sys/fs/cgroup$qcg/rdma.current"; }
