@@ -3,7 +3,7 @@
  *
  *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count
  *   server -> initiator  CHAL    nonce_s, HMAC(k, "S" | H)
- *   initiator -> server  AUTH    HMAC(k, "I" | H), SEAL("Q", qpinfo[count]), TAG("Q")
+ *   initiator -> server  AUTH    HMAC(k, "I" | H), LINKPROOF, SEAL("Q", qpinfo[count]), TAG("Q")
  *   server -> initiator  REPLY   status, count, SEAL("R", qpinfo[count]), TAG("R")
  *   initiator -> server  CONFIRM TAG("C")
  *   server -> initiator  ACK     TAG("A")
@@ -18,8 +18,17 @@
  * SEAL(r, m) is m XOR the keystream of r under E = HMAC(k, "E" | H): block j
  * is HMAC(E, r | j as 4 bytes), counter mode over a PRF. The tags cover the
  * sealed bytes (encrypt-then-MAC), so a QP's number, PSN, GID, slice
- * address and rkey are neither readable nor changeable on the wire. The
- * initiator
+ * address and rkey are neither readable nor changeable on the wire.
+ *
+ * Only a first exchange (INITIAL: the one that makes the pair's link)
+ * stands on the tenant key alone. Every later one (a pool's next QPs, a
+ * rebuild and the QPs it replaces, QPs on demand, a function's own)
+ * proves that it comes from the zygote at the other end of the pair's
+ * live link: LINKPROOF is HMAC(L, "P" | H), L = HMAC(k', "L" | H') of the
+ * link's own exchange (its key k' and transcript H'), which only the two
+ * zygotes of that exchange hold. A key holder under another zygote's name
+ * adds, replaces or drops nothing of that pair. (In a first exchange
+ * LINKPROOF is zeros, and anything else is refused.) The initiator
  * checks the server's proof before it proves anything; a server that does
  * not know the key, or is not the one dialed, learns no proof and no QP.
  *
@@ -56,6 +65,7 @@
 #define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4)
 #define CHAL_LEN (16 + 32)
 #define MAC_LEN 32
+#define AUTH_HEAD (2 * MAC_LEN) /* the client's proof and the link proof */
 #define QPINFO_LEN 44
 #define REPLY_LEN 8
 #define OFF_TENANT 8
@@ -68,7 +78,7 @@
 
 _Static_assert(HELLO_LEN == OFF_COUNT + 4, "hello layout");
 _Static_assert(sizeof(((struct xconn *)0)->hello) == HELLO_LEN, "the kept hello");
-_Static_assert(MAC_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN <= SWIFT_XBUF, "the largest message fits");
+_Static_assert(AUTH_HEAD + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN <= SWIFT_XBUF, "the largest message fits");
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -290,6 +300,21 @@ static void derive(struct xconn *x, const struct swift_xenv *e, const uint8_t *h
 	transcript(hello, x->nonce_s, x->transcript);
 	mac(k->key, k->len, 'K', x->transcript, 32, NULL, 0, x->session);
 	mac(k->key, k->len, 'E', x->transcript, 32, NULL, 0, x->seal);
+}
+
+/* link_proof: HMAC(L, "P" | x's transcript), L the link's secret (see the
+ * top); -1 when peer has no live link. */
+static int link_proof(const struct xconn *x, const struct swift_xenv *e, uint8_t out[32])
+{
+	const struct xconn *l = e->ops->link ? e->ops->link(e->ops->ctx, x->peer) : NULL;
+	uint8_t secret[32];
+
+	if (!l || l->key < 0 || l->key >= e->nkeys)
+		return -1;
+	mac(e->keys[l->key].key, e->keys[l->key].len, 'L', l->transcript, 32, NULL, 0, secret);
+	mac(secret, sizeof(secret), 'P', x->transcript, 32, NULL, 0, out);
+	explicit_bzero(secret, sizeof(secret));
+	return 0;
 }
 
 /* The state machines ------------------------------------------------------------- */
@@ -541,7 +566,7 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 		memcpy(ch, x->nonce_s, 16);
 		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 16);
 		queue(x, ch, sizeof(ch));
-		expect(x, X_AUTH, MAC_LEN + (size_t)x->count * QPINFO_LEN + MAC_LEN);
+		expect(x, X_AUTH, AUTH_HEAD + (size_t)x->count * QPINFO_LEN + MAC_LEN);
 		return XC_MORE;
 	case X_AUTH:
 		mac(e->keys[x->key].key, e->keys[x->key].len, 'I', x->transcript, 32, NULL, 0, want);
@@ -550,14 +575,39 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 			snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
 			return refuse(x, e, EACCES, 0);
 		}
-		tag(x, 'Q', x->in + MAC_LEN, (size_t)x->count * QPINFO_LEN, want);
-		if (!swift_mac_equal(x->in + MAC_LEN + (size_t)x->count * QPINFO_LEN, want)) {
+		/* a first exchange carries no link proof (zeros, so that no byte
+		 * of the message goes unchecked); a later one comes from the other
+		 * end of the live link */
+		if (x->flags & SWIFT_X_INITIAL) {
+			static const uint8_t zero[MAC_LEN];
+
+			if (memcmp(x->in + MAC_LEN, zero, MAC_LEN)) {
+				snprintf(x->err, sizeof(x->err), "tenant %s: its exchange was changed in transit (a link proof in a first exchange)",
+					 x->tenant);
+				return refuse(x, e, EBADMSG, 1);
+			}
+		} else {
+			if (link_proof(x, e, want)) {
+				snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
+					 x->tenant, x->from);
+				return refuse(x, e, ENOLINK, 1);
+			}
+			if (!swift_mac_equal(x->in + MAC_LEN, want)) {
+				x->refused = 1;
+				snprintf(x->err, sizeof(x->err),
+					 "tenant %s: a later exchange under the name %s, not from the zygote that holds its link",
+					 x->tenant, x->from);
+				return refuse(x, e, EACCES, 1);
+			}
+		}
+		tag(x, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN, want);
+		if (!swift_mac_equal(x->in + AUTH_HEAD + (size_t)x->count * QPINFO_LEN, want)) {
 			snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
 			return refuse(x, e, EBADMSG, 1);
 		}
-		swift_seal(x->seal, 'Q', x->in + MAC_LEN, (size_t)x->count * QPINFO_LEN);
+		swift_seal(x->seal, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN);
 		for (i = 0; i < x->count; i++)
-			if (get_qpinfo(x->in + MAC_LEN + (size_t)i * QPINFO_LEN, &x->remote[i])) {
+			if (get_qpinfo(x->in + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->remote[i])) {
 				snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
 				return refuse(x, e, EPROTO, 1);
 			}
@@ -611,7 +661,7 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 {
 	const struct swift_peer *p = &e->cfg->peers[x->peer];
 	const struct swift_key *k = &e->keys[x->key];
-	uint8_t want[32], m[MAC_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
+	uint8_t want[32], m[AUTH_HEAD + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
 	size_t n;
 	int i;
 
@@ -627,6 +677,10 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 			return fail(x, e, EACCES, "peer %s failed authentication (not tenant %s with key %s, or not zygote %s)",
 				    p->name, e->cfg->tenant, k->id, p->name);
 		}
+		memset(m + MAC_LEN, 0, MAC_LEN);
+		if (!(x->flags & SWIFT_X_INITIAL) && link_proof(x, e, m + MAC_LEN))
+			return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
+				    p->name);
 		for (i = 0; !x->foreign && i < x->count; i++) {
 			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
 
@@ -640,12 +694,12 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 		mac(k->key, k->len, 'I', x->transcript, 32, NULL, 0, m);
 		for (i = 0; i < x->count; i++) {
 			x->local[i].replaces = x->replaces[i];
-			put_qpinfo(m + MAC_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
+			put_qpinfo(m + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->local[i]);
 		}
 		n = (size_t)x->count * QPINFO_LEN;
-		swift_seal(x->seal, 'Q', m + MAC_LEN, n);
-		tag(x, 'Q', m + MAC_LEN, n, m + MAC_LEN + n);
-		queue(x, m, MAC_LEN + n + MAC_LEN);
+		swift_seal(x->seal, 'Q', m + AUTH_HEAD, n);
+		tag(x, 'Q', m + AUTH_HEAD, n, m + AUTH_HEAD + n);
+		queue(x, m, AUTH_HEAD + n + MAC_LEN);
 		expect(x, X_REPLY, REPLY_LEN);
 		return XC_MORE;
 	case X_REPLY:

@@ -348,6 +348,26 @@ static void op_replaced(void *ctx, int peer, uint32_t qpn)
 	}
 }
 
+/* op_link: peer's live link (the exchange that made it, kept open), on
+ * either side, for a later exchange to prove itself against. */
+static const struct xconn *op_link(void *ctx, int peer)
+{
+	struct zygote *z = ctx;
+	const struct swift_peer *p;
+	const struct conn *c;
+
+	if (peer < 0 || peer >= z->cfg.npeers)
+		return NULL;
+	p = &z->cfg.peers[peer];
+	if (p->link < 0)
+		return NULL;
+	c = &z->conns[p->link];
+	if (c->kind != C_XCHG || c->gen != p->link_gen || c->x.step != X_HELDOPEN || !(c->x.flags & SWIFT_X_LINK) ||
+	    c->x.peer != peer)
+		return NULL;
+	return &c->x;
+}
+
 void swift_rowops_init(struct zygote *z)
 {
 	z->rowops.ctx = z;
@@ -356,6 +376,7 @@ void swift_rowops_init(struct zygote *z)
 	z->rowops.destroy = op_destroy;
 	z->rowops.replaced = op_replaced;
 	z->rowops.admit = op_admit;
+	z->rowops.link = op_link;
 	z->xenv.cfg = &z->cfg;
 	z->xenv.keys = z->keys;
 	z->xenv.nkeys = z->nkeys;

@@ -761,7 +761,19 @@ struct fake {
 	int nlive, created, fail_create_at, fail_connect, refuse_admit;
 	uint32_t replaced[8];
 	int nreplaced;
+	/* the pair's link, as the loop keeps it: run_pair makes one (by a
+	 * first exchange) before a later exchange unless no_link */
+	struct xconn link;
+	int have_link, no_link;
 };
+
+static const struct xconn *f_link(void *ctx, int peer)
+{
+	struct fake *f = ctx;
+
+	(void)peer;
+	return f->have_link ? &f->link : NULL;
+}
 
 static int f_admit(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen)
 {
@@ -871,6 +883,7 @@ static void side_init(struct side *s, const char *name, const char *tenant, cons
 	s->ops.destroy = f_destroy;
 	s->ops.replaced = f_replaced;
 	s->ops.admit = f_admit;
+	s->ops.link = f_link;
 	s->env.cfg = &s->cfg;
 	s->env.keys = s->keys;
 	s->env.ops = &s->ops;
@@ -922,12 +935,38 @@ static int settle(struct xconn *x, int rc)
  * other sees the close (a deadline or EOF in the loop) and aborts. */
 typedef void (*tamper_fn)(int dir, int msg, uint8_t *buf, size_t n);
 static void run_pair(struct side *a, struct side *b, int count, unsigned flags, const uint32_t *replaces,
+		     tamper_fn tamper, int *rc_a, int *rc_b);
+
+/* link_pair makes a and b's link as the loop would (a first exchange, kept
+ * by both), then forgets the rows it made, so that a test counts its own. */
+static void link_pair(struct side *a, struct side *b)
+{
+	struct fake fa = a->fake, fb = b->fake;
+	int ra, rb;
+
+	memset(&a->fake, 0, sizeof(a->fake));
+	memset(&b->fake, 0, sizeof(b->fake));
+	a->fake.no_link = b->fake.no_link = 1;
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+	a->fake = fa;
+	b->fake = fb;
+	if (ra != XC_HELD || rb != XC_HELD)
+		return; /* a pair that cannot link: the later exchange fails first for that */
+	a->fake.link = a->x;
+	b->fake.link = b->x;
+	a->fake.have_link = b->fake.have_link = 1;
+}
+
+static void run_pair(struct side *a, struct side *b, int count, unsigned flags, const uint32_t *replaces,
 		     tamper_fn tamper, int *rc_a, int *rc_b)
 {
 	uint8_t buf[SWIFT_XBUF];
 	size_t n;
 	int ra = XC_MORE, rb = XC_MORE, rounds, ma = 0, mb = 0;
 
+	if (!(flags & SWIFT_X_INITIAL) && !a->fake.have_link && !a->fake.no_link && !b->fake.have_link &&
+	    !b->fake.no_link)
+		link_pair(a, b);
 	swift_xconn_client(&a->x, &a->env, 0, count, flags, NULL, replaces);
 	swift_xconn_server(&b->x);
 	b->x.source = b->source;
@@ -974,8 +1013,8 @@ static void sniff(int dir, int msg, uint8_t *buf, size_t n)
 		memcpy(sniffed + nsniffed, buf, n);
 		nsniffed += n;
 	}
-	if (msg == 1 && dir == 0 && n >= 32 + 44)
-		memcpy(sealed_auth, buf + 32, 44); /* after the client's proof */
+	if (msg == 1 && dir == 0 && n >= 64 + 44)
+		memcpy(sealed_auth, buf + 64, 44); /* after the client's proof and the link proof */
 	if (msg == 1 && dir == 1 && n >= 8 + 44)
 		memcpy(sealed_reply, buf + 8, 44); /* after status and count */
 }
@@ -1044,6 +1083,52 @@ static void test_exchange(void)
 		run_pair(a, b, 2, 0, NULL, sniff, &ra, &rb);
 		check(ra == XC_DONE && rb == XC_DONE && memcmp(first, sealed_auth, sizeof(first)),
 		      "exchange: the same QPs in another session are sealed under another keystream");
+	}
+
+	/* a later exchange stands on the pair's live link: the link holder's
+	 * is served, replaces included */
+	{
+		uint32_t rep[2] = {0x100, 0};
+		struct side *imp = calloc(1, sizeof(*imp));
+
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		link_pair(a, b);
+		run_pair(a, b, 1, 0, rep, NULL, &ra, &rb);
+		check(ra == XC_DONE && rb == XC_DONE && b->fake.nreplaced == 1 && b->fake.created == 1,
+		      "exchange: a later exchange from the link's other end is served, its replaces heard");
+
+		/* a key holder under a's name (a zygote of the tenant elsewhere,
+		 * with a link of its own) is not the link's other end */
+		side_init(imp, "a", "t1", K1, "b");
+		imp->fake.link = a->fake.link;
+		imp->fake.link.transcript[0] ^= 1;
+		imp->fake.have_link = 1;
+		b->fake.created = b->fake.nreplaced = 0;
+		run_pair(imp, b, 2, 0, rep, NULL, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && b->fake.nreplaced == 0 && imp->x.refused &&
+			      strstr(b->x.err, "a later exchange under the name a, not from the zygote that holds its link"),
+		      "exchange: a later exchange under a linked name from another zygote: refused, nothing made or replaced");
+		run_pair(imp, b, 1, SWIFT_X_HELD, NULL, NULL, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0,
+		      "exchange: nor its held exchanges (a function's own QPs)");
+
+		/* no live link on the server's side (it closed): refused first */
+		b->fake.have_link = 0;
+		b->fake.no_link = 1;
+		run_pair(a, b, 1, 0, rep, NULL, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->x.status == ENOLINK &&
+			      strstr(b->x.err, "no live link with a"),
+		      "exchange: a later exchange without the server's link is refused (ENOLINK) before any row");
+		/* and a client without a link does not prove anything */
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		a->fake.no_link = 1;
+		b->fake.no_link = 1;
+		run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+		check(ra == XC_FAIL && a->x.status == ENOLINK && a->fake.created == 0 && b->fake.created == 0,
+		      "exchange: a client without a link does not start a later exchange");
+		free(imp);
 	}
 
 	/* rotation: a ring accepts every key it holds, dials with its first */
@@ -1172,8 +1257,9 @@ static void test_exchange(void)
 			const char *what;
 			int dir, msg, at, server_rows;
 		} tc[] = {
-			{"the client's QPs", 0, 1, 40, 0},
-			{"the QPs' tag", 0, 1, 32 + 2 * 44 + 5, 0},
+			{"the client's QPs", 0, 1, 64 + 8, 0},
+			{"the QPs' tag", 0, 1, 64 + 2 * 44 + 5, 0},
+			{"the link proof", 0, 1, 40, 0},
 			{"the reply's QPs", 1, 1, 8 + 3, 0},
 			{"the reply's status", 1, 1, 0, 0},
 			{"the confirmation", 0, 2, 3, 0},
@@ -1194,6 +1280,15 @@ static void test_exchange(void)
 				 ra, rb, a->fake.nlive, b->fake.nlive);
 			check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == tc[k].server_rows, what);
 		}
+		/* a first exchange's link proof field is zeros: a byte changed
+		 * there is refused too */
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		tamper_dir = 0, tamper_msg = 1, tamper_at = 40;
+		run_pair(a, b, 2, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, flip, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == 0 && b->fake.created == 0 &&
+			      strstr(b->x.err, "a link proof in a first exchange"),
+		      "exchange: a first exchange's link proof field changed in transit: refused, nothing kept");
 		/* the last message: the server has committed; the client gives up
 		 * its rows (the zygote then tells the server to drop them) */
 		side_init(a, "a", "t1", K1, "b");

@@ -378,6 +378,9 @@ struct swift_rowops {
 	 * more rows for an exchange with these flags: 0, or the errno it is
 	 * refused with before any row exists */
 	int (*admit)(void *ctx, int peer, unsigned flags, int count, char *err, size_t errlen);
+	/* (may be NULL) the exchange that is peer's live link, on either
+	 * side, or NULL: a later exchange proves itself against it */
+	const struct xconn *(*link)(void *ctx, int peer);
 };
 
 struct swift_xenv {

@@ -536,6 +536,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	// and clients that try to hold the zygote's loop), and qpbench (the
 	// data bench's plain process with its own QP).
 	csrc := filepath.Join(c.Repo, "test/vm/csrc")
+	zdir := filepath.Join(c.Repo, "zygote")
 	progs := []struct {
 		out, src string
 		args     []string
@@ -545,6 +546,9 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 			"-I", filepath.Join(c.Repo, "zygote"), "-Wl,--disable-new-dtags,-rpath,/.swift/bin/lib"}},
 		{"hostile-client", "hostile-client.c", []string{"-static"}},
 		{"sniff", "sniff.c", []string{"-static"}},
+		// the impostor speaks the zygotes' protocol: it is built from it
+		{"impostor", "impostor.c", []string{"-static", "-D_GNU_SOURCE", "-I", zdir, filepath.Join(zdir, "exchange.c"),
+			filepath.Join(zdir, "sha256.c"), filepath.Join(zdir, "util.c"), filepath.Join(zdir, "config.c")}},
 		{"qpbench", "qpbench.c", []string{"-libverbs"}},
 	}
 	var built []string
