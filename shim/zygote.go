@@ -173,6 +173,29 @@ type zygotePrep struct {
 	listen *ledger.Listen
 }
 
+// ownPIDNamespace refuses a zygote container that shares a PID namespace
+// (the host's: a hostPID pod or --pid host; another's: a pod that shares
+// its process namespace): swift-init is PID 1 of a namespace of its own,
+// where nothing of its uid runs before it, so that none can open its
+// memory in the instant between its exec and its making itself
+// undumpable, or signal it as a sibling.
+func ownPIDNamespace(s *specs.Spec) error {
+	if s.Linux != nil {
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type != specs.PIDNamespace {
+				continue
+			}
+			if ns.Path != "" {
+				return fmt.Errorf("swift.io/zygote=true: the container joins the PID namespace %s (a pod that shares its process namespace?); "+
+					"the zygote is PID 1 of a PID namespace of its own: %w", ns.Path, errdefs.ErrInvalidArgument)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("swift.io/zygote=true: the container shares the host's PID namespace (hostPID); "+
+		"the zygote is PID 1 of a PID namespace of its own: %w", errdefs.ErrInvalidArgument)
+}
+
 // prepareZygote decides the zygote of a container. The zygote takes
 // exchange connections only from the tenant's peer networks when t
 // restricts peers. It gets the tenant's keyring from the shim by hand
@@ -183,6 +206,9 @@ type zygotePrep struct {
 func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*zygotePrep, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := ownPIDNamespace(s); err != nil {
 		return nil, err
 	}
 	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)

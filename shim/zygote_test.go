@@ -197,7 +197,8 @@ func TestPrepareZygoteKey(t *testing.T) {
 	cfg.KeysDir, cfg.StateDir, cfg.Zygote.BinDir = t.TempDir(), t.TempDir(), bin
 	userns := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
 	spec := func(uid, gid uint32, maps []specs.LinuxIDMapping) *specs.Spec {
-		s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}, User: specs.User{UID: uid, GID: gid}}, Linux: &specs.Linux{}}
+		s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}, User: specs.User{UID: uid, GID: gid}},
+			Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}}
 		s.Linux.UIDMappings, s.Linux.GIDMappings = maps, maps
 		return s
 	}
@@ -662,5 +663,33 @@ func TestSameUIDConfined(t *testing.T) {
 				t.Errorf("with Landlock: %v, want admitted", err)
 			}
 		})
+	}
+}
+
+// TestOwnPIDNamespace: a zygote is PID 1 of a PID namespace of its own; a
+// container that shares the host's (hostPID) or joins another's (a pod
+// sharing its process namespace) is refused, naming which.
+func TestOwnPIDNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ns   []specs.LinuxNamespace
+		want string // "" for no error
+	}{
+		{"its own", []specs.LinuxNamespace{{Type: specs.NetworkNamespace}, {Type: specs.PIDNamespace}}, ""},
+		{"the host's", []specs.LinuxNamespace{{Type: specs.NetworkNamespace}},
+			"swift.io/zygote=true: the container shares the host's PID namespace (hostPID); the zygote is PID 1 of a PID namespace of its own: invalid argument"},
+		{"a pod's, shared", []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}},
+			"swift.io/zygote=true: the container joins the PID namespace /proc/42/ns/pid (a pod that shares its process namespace?); the zygote is PID 1 of a PID namespace of its own: invalid argument"},
+	} {
+		err := ownPIDNamespace(&specs.Spec{Linux: &specs.Linux{Namespaces: tc.ns}})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want || !errdefs.IsInvalidArgument(err)):
+			t.Errorf("%s: %v, want %q (InvalidArgument)", tc.name, err, tc.want)
+		}
+	}
+	if err := ownPIDNamespace(&specs.Spec{}); err == nil {
+		t.Error("a spec without linux: accepted")
 	}
 }

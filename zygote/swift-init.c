@@ -164,8 +164,9 @@ static ssize_t read_all(int fd, uint8_t *b, size_t max, uint64_t deadline_us)
 static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err, size_t errlen)
 {
 	uint64_t deadline = swift_now_us() + 30 * 1000000ull;
-	uint8_t len[4];
+	uint8_t len[4] = {0};
 	int p[2], wfd = z->cfg.key_pipe;
+	const char *why = NULL;
 	ssize_t n;
 	uint32_t want;
 
@@ -184,16 +185,16 @@ static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err
 	}
 	n = read_all(p[0], len, sizeof(len), deadline);
 	want = (uint32_t)len[0] | (uint32_t)len[1] << 8 | (uint32_t)len[2] << 16 | (uint32_t)len[3] << 24;
-	if (n == (ssize_t)sizeof(len) && want >= 1 && want <= max)
-		n = read_all(p[0], b, want, deadline);
-	else if (n == (ssize_t)sizeof(len))
-		n = -2;
+	if (n != (ssize_t)sizeof(len))
+		why = n < 0 ? strerror(errno) : n ? "a short length" : "nothing from the shim in 30 s (it hands the key to the container's init only; see the shim's log)";
+	else if (want < 1 || want > max)
+		why = "the shim sent a length outside 1..4096";
+	else if ((n = read_all(p[0], b, want, deadline)) != (ssize_t)want)
+		why = n < 0 ? strerror(errno) : "a short key";
 	close(wfd);
 	close(p[0]);
-	if (n < 0 || (size_t)n != want || !want) {
-		snprintf(err, errlen, "tenant key: %s", n == -2 ? "the shim sent a length outside 1..4096"
-							       : "nothing from the shim in 30 s (it hands the key to "
-								 "the container's init only; see the shim's log)");
+	if (why) {
+		snprintf(err, errlen, "tenant key: %s", why);
 		explicit_bzero(b, max);
 		return -1;
 	}
@@ -284,11 +285,17 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct zygote *z = calloc(1, sizeof(*z)); /* megabytes: not on the stack */
+	struct zygote *z;
 	const char *config = "/.swift/pool.conf";
 	char err[512];
 	int i, ai, rc = 125;
 
+	/* first of all: nothing of the zygote (its key, its device file, its
+	 * memory) is readable through /proc by the processes it forks, nor by
+	 * another of its uid (exec made it dumpable; a /proc/1/mem opened
+	 * before this would stay open) */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	z = calloc(1, sizeof(*z)); /* megabytes: not on the stack */
 	if (!z) {
 		fprintf(stderr, "swift-init: %s\n", strerror(errno));
 		return 125;
@@ -313,9 +320,6 @@ int main(int argc, char **argv)
 		z->children[i].client_fd = z->children[i].relay_fd = z->children[i].own_conn = -1;
 	for (i = 0; i < SWIFT_MAX_CONNS; i++)
 		z->conns[i].fd = -1;
-	/* nothing of the zygote (its key, its device file) is readable
-	 * through /proc by the processes it forks */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (swift_signals_init(z)) {
 		zlog(z, "signals: %s", strerror(errno));
 		goto out_log;
