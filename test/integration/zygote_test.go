@@ -133,8 +133,8 @@ func TestZygoteMountsWin(t *testing.T) {
 	}{
 		{"mw-conf", []string{"--mount", "type=bind,src=" + mine + ",dst=/.swift/pool.conf,options=rbind:ro"}, []string{"true"},
 			[]string{"the container mounts /.swift/pool.conf (from \"" + mine + "\")", "the shim's mounts win", "invalid argument"}},
-		{"mw-key", []string{"--mount", "type=bind,src=" + mine + ",dst=/.swift/tenant.keys,options=rbind:ro"}, []string{"true"},
-			[]string{"the container mounts /.swift/tenant.keys", "the shim's mounts win"}},
+		{"mw-file", []string{"--mount", "type=bind,src=" + mine + ",dst=/.swift/keys,options=rbind:ro"}, []string{"true"},
+			[]string{"the container mounts /.swift/keys", "the shim's mounts win"}},
 		{"mw-dir", []string{"--mount", "type=bind,src=" + filepath.Dir(mine) + ",dst=/.swift,options=rbind:ro"}, []string{"true"},
 			[]string{"the container mounts /.swift (from", "the shim's mounts win"}},
 		{"mw-socket", []string{"--mount", "type=tmpfs,src=tmpfs,dst=/run/swift,options=rw"}, []string{"true"},

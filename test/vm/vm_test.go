@@ -477,7 +477,12 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("refused", "yes")    // ib refused the impostor's hello, and logged it
 		want("ix_connected", "0") // the impostor got no pool
 		want("qps_kept", "yes")   // ib's QPs with ia are the same ones
-		want("verified", "200")   // and ia's function still passes data
+		// a later exchange under ia's name, from a key holder without ia's
+		// link, naming ia's QPs in replaces: refused, logged, nothing dropped
+		want("later_refused", "1")
+		want("later_logged", "1")
+		want("qps_kept_later", "yes")
+		want("verified", "200") // and ia's function still passes data
 	case ScenarioHeld:
 		want("linked", "yes")
 		want("holding", "64")               // hb holds a row for each of ha's 64 holders
@@ -521,8 +526,8 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("n1_host_uid", "1000")   // --user 1000:1000
 		want("n2_host_uid", "100000") // its root, mapped
 		// the key is handed to the init, never put where a path leads
-		want("n1_key", "none")
-		want("n2_key", "none")
+		want("n1_key", "0") // files of its bundle or rootfs that hold the key
+		want("n2_key", "0")
 		want("n1_key_inside", "No such file or directory")
 		want("n1_init_fds", "Permission denied") // PID 1 is undumpable
 		want("n1_init_fd", "Permission denied")

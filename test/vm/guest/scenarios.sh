@@ -25,8 +25,8 @@
 #   qp-limit           a tenant's container.qps is the charge and the zygote's
 #                      real maximum: pool, own and on-demand QPs count; beyond
 #                      it a function is refused; rdma.max and rdma.current agree
-#   nonroot            zygotes as uid 1000 and in a user namespace read their
-#                      key (fed once through a FIFO of their own) and connect
+#   nonroot            zygotes as uid 1000 and in a user namespace get their
+#                      key (handed to their init by the shim) and connect
 #   alloc              devices allocated before the shim (device plugin, CDI):
 #                      exactly those, and limits, env and lease name them
 #                      (pods.sh)
@@ -488,6 +488,20 @@ zdiag() {
 	cat "$W/$1.out"
 }
 
+# echo_ready ID PEER: wait (at most 30 s) until ID's echo function holds
+# its QPs to PEER (the status shows them assigned), and a moment for it to
+# post its receives: a SEND before that finds no receive and fails.
+echo_ready() {
+	local i=0
+	while [ $i -lt 60 ]; do
+		zexec_t 20 "$1" /.swift/bin/swift-run --status 2>&1 | grep -q "^peer $2 .* assigned [1-9]" && { sleep 0.5; return 0; }
+		sleep 0.5
+		i=$((i + 1))
+	done
+	echo "echo_ready: $1's echo holds no QP to $2 after 30 s"
+	return 1
+}
+
 zstop() {
 	for id in "$@"; do
 		ctr_ task kill -s SIGKILL "$id" >/dev/null 2>&1
@@ -545,7 +559,7 @@ scenario_zygote() {
 	log "b serves an echo on every QP it holds to a"
 	zexec b /.swift/bin/swift-run --peer a --all -- echo 25000 >"$W/echo.log" 2>&1 &
 	epid=$!
-	sleep 2
+	echo_ready b a
 
 	log "1000 checksummed messages from a forked function in a to b"
 	out=$(zexec a /.swift/bin/swift-run --peer b --time -- pingpong 1000 256 2>&1)
@@ -703,7 +717,7 @@ scenario_demo() {
 	step "an echo function in db answers a pingpong function in da (1000 messages)"
 	zexec_t 150 db /.swift/bin/swift-run --timeout 120 --peer da --all -- echo 8000 >"$W/demo-echo.log" 2>&1 &
 	epid=$!
-	sleep 1
+	echo_ready db da
 	pp=$(zexec_t 150 da /.swift/bin/swift-run --timeout 120 --peer db --time -- pingpong 1000 256 2>&1)
 	echo "$pp"
 	wait $epid
@@ -821,13 +835,28 @@ scenario_impostor() {
 	after=$(qps)
 	echo "ib's QPs with ia after: $after"
 	if [ -n "$before" ] && [ "$before" = "$after" ]; then fact qps_kept yes; else fact qps_kept "no ($before / $after)"; fi
+	step "a key holder under ia's name runs a later exchange with ib, naming ia's QPs in replaces"
+	# the tenant's key (node-local here) and ia's name; no link with ib
+	printf 'name ia\ntenant t1\npeer ib %s:18582\n' "$P" >"$W/impostor.conf"
+	remotes=$(echo "$after" | tr ' ' '\n' | sed -n 's/^[0-9]*:\([0-9]*\)$/\1/p' | tr '\n' ' ')
+	out=$(bounded 30 - /run/swiftvm/rootfs/usr/bin/impostor "$W/impostor.conf" /var/lib/swift/keys/t1.keys ib $remotes 2>&1)
+	echo "$out"
+	fact later_refused "$(echo "$out" | grep -c '^impostor: refused: ')"
+	sleep 0.5
+	fact later_logged "$(grep -c 'a later exchange under the name ia, not from the zygote that holds its link' "$W/ib.out")"
+	after2=$(qps)
+	echo "ib's QPs with ia after the later exchange: $after2"
+	if [ -n "$before" ] && [ "$before" = "$after2" ]; then fact qps_kept_later yes; else fact qps_kept_later "no ($before / $after2)"; fi
 	step "ia's function still passes data to ib (200 messages)"
-	zexec_t 90 ib /.swift/bin/swift-run --timeout 60 --peer ia --all -- echo 1600 >"$W/imp-echo.log" 2>&1 &
+	zexec_t 90 ib /.swift/bin/swift-run --timeout 60 --peer ia --all -- echo 6000 >"$W/imp-echo.log" 2>&1 &
 	ep=$!
-	sleep 1
+	echo_ready ib ia
 	pp=$(zexec_t 90 ia /.swift/bin/swift-run --timeout 60 --peer ib -- pingpong 200 256 2>&1)
 	echo "$pp"
 	wait $ep
+	echo "--- imp-echo.log"; cat "$W/imp-echo.log"
+	echo "--- ia.out"; cat "$W/ia.out"
+	echo "--- ib.out"; cat "$W/ib.out"
 	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
 	step "stop ix, ia and ib"
 	bounded 60 - zstop ix ia ib
@@ -855,12 +884,15 @@ scenario_sniff() {
 	bounded 120 - zrun va va 18591 t1 "vb=$P:18592" 2
 	bounded 120 - zrun vb vb 18592 t1 "va=$P:18591" 2
 	if zwait va vb connected; then fact linked yes; else fact linked no; fi
-	zexec_t 90 vb /.swift/bin/swift-run --timeout 60 --peer va --all -- echo 1600 >"$W/sniff-echo.log" 2>&1 &
+	zexec_t 90 vb /.swift/bin/swift-run --timeout 60 --peer va --all -- echo 6000 >"$W/sniff-echo.log" 2>&1 &
 	ep=$!
-	sleep 1
+	echo_ready vb va
 	pp=$(zexec_t 90 va /.swift/bin/swift-run --timeout 60 --peer vb -- pingpong 50 256 2>&1)
 	echo "$pp"
 	wait $ep
+	echo "--- sniff-echo.log"; cat "$W/sniff-echo.log"
+	echo "--- va.out"; cat "$W/va.out"
+	echo "--- vb.out"; cat "$W/vb.out"
 	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
 	step "the sniffer ends"
 	i=0
@@ -1136,9 +1168,9 @@ EOF
 
 # nonroot: zygote containers that do not run as root: n1 as uid 1000
 # (ctr run --user), n2 in a user namespace (its root is host uid 100000).
-# Each reads its key (fed once through a FIFO of its own), starts, and
-# they connect to each other (same tenant: their keys agree); a function of
-# n1 sends to n2; the key copy is empty inside both containers.
+# Each gets its key (handed to its init by the shim), starts, and they
+# connect to each other (same tenant: their keys agree); a function of n1
+# sends to n2; no file of either container or bundle holds the key.
 scenario_nonroot() {
 	need_rxe
 	need_containerd
@@ -1190,10 +1222,13 @@ scenario_nonroot() {
 		pid=$(zpid "$id")
 		fact "${id}_host_uid" "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")"
 		# the zygote got its key (it linked) from the shim by hand: no
-		# key file in the bundle (ctr task exec cannot enter n2: it joins
-		# a network namespace)
-		f="$W/containerd/io.containerd.runtime.v2.task/$NS/$id/swift-tenant.keys"
-		if [ -e "$f" ]; then fact "${id}_key" "a key file: $(ls -l "$f" 2>&1)"; else fact "${id}_key" none; fi
+		# file of its bundle or its rootfs holds it (ctr task exec cannot
+		# enter n2: it joins a network namespace)
+		key=$(awk '!/^#/ && NF == 2 {print $2; exit}' /var/lib/swift/keys/t1.keys)
+		[ ${#key} -eq 64 ] || fail "no key in /var/lib/swift/keys/t1.keys"
+		rf="$W/rootfs-$id"
+		[ "$id" = n2 ] && rf=/tmp/userns-rootfs-n2
+		fact "${id}_key" "$(grep -rl "$key" "$W/containerd/io.containerd.runtime.v2.task/$NS/$id/" "$rf" 2>/dev/null | wc -l)"
 		echo "--- $id.out"
 		cat "$W/$id.out"
 	done

@@ -226,8 +226,9 @@ scenario_x_tamper() {
 			continue
 		fi
 		xsync "up-$dir"
-		# a byte inside the QPs: the hello (240), the proof (32), then QPs
-		offset=$((240 + 32 + 10))
+		# a byte inside the QPs: the hello (240), the proof (32), the link
+		# proof (32), then QPs
+		offset=$((240 + 64 + 10))
 		[ "$dir" = 1 ] && offset=$((48 + 8 + 10))
 		$hc flipproxy 10.0.3.1 18600 "$PEERIP" 18515 "$dir" "$offset" 12 >"$W/proxy-$dir.log" 2>&1 &
 		ppid=$!
