@@ -1,14 +1,15 @@
 /* impostor: the VM impostor scenario's attacker, a key holder that speaks
  * under another zygote's name. It runs one exchange of the zygotes' own
  * protocol (zygote/exchange.c) from outside any zygote: a later exchange
- * (flags 0, not a first one) naming the victim's QPs in `replaces`, so that
- * a server that honoured it would drop the victim's side of them. It has
+ * (flags 0, not a first one) naming the server's QPs with the victim in
+ * `replaces`, so that a server that honoured it would drop them. It has
  * no link with the server, and proves one it made up.
  *
  * Usage: impostor CONFIG KEYRING PEER QPN...
  *   CONFIG   a pool description: name (the victim's), tenant, the peer
  *   KEYRING  the tenant's keyring (the impostor holds the key)
- *   QPN...   the server's remote QP numbers to name in replaces (1 to 8)
+ *   QPN...   the server's own QP numbers to name in replaces (1 to 8): those
+ *            a rebuild by the victim would replace
  * Prints "impostor: done" when the server served it, else
  * "impostor: refused: <why>"; exits 0 either way (2 on bad usage).
  */

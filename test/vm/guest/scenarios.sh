@@ -835,11 +835,13 @@ scenario_impostor() {
 	after=$(qps)
 	echo "ib's QPs with ia after: $after"
 	if [ -n "$before" ] && [ "$before" = "$after" ]; then fact qps_kept yes; else fact qps_kept "no ($before / $after)"; fi
-	step "a key holder under ia's name runs a later exchange with ib, naming ia's QPs in replaces"
-	# the tenant's key (node-local here) and ia's name; no link with ib
+	step "a key holder under ia's name runs a later exchange with ib, naming ib's QPs with ia in replaces"
+	# the tenant's key (node-local here) and ia's name; no link with ib.
+	# replaces names the server's own QP numbers: the ones a real rebuild
+	# by ia would replace
 	printf 'name ia\ntenant t1\npeer ib %s:18582\n' "$P" >"$W/impostor.conf"
-	remotes=$(echo "$after" | tr ' ' '\n' | sed -n 's/^[0-9]*:\([0-9]*\)$/\1/p' | tr '\n' ' ')
-	out=$(bounded 30 - /run/swiftvm/rootfs/usr/bin/impostor "$W/impostor.conf" /var/lib/swift/keys/t1.keys ib $remotes 2>&1)
+	ibqpns=$(echo "$after" | tr ' ' '\n' | sed -n 's/^\([0-9]*\):[0-9]*$/\1/p' | tr '\n' ' ')
+	out=$(bounded 30 - /run/swiftvm/rootfs/usr/bin/impostor "$W/impostor.conf" /var/lib/swift/keys/t1.keys ib $ibqpns 2>&1)
 	echo "$out"
 	fact later_refused "$(echo "$out" | grep -c '^impostor: refused: ')"
 	sleep 0.5
