@@ -478,7 +478,8 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("ix_connected", "0") // the impostor got no pool
 		want("qps_kept", "yes")   // ib's QPs with ia are the same ones
 		// a later exchange under ia's name, from a key holder without ia's
-		// link, naming ia's QPs in replaces: refused, logged, nothing dropped
+		// link, naming ib's QPs with ia in replaces: refused, logged,
+		// nothing dropped
 		want("later_refused", "1")
 		want("later_logged", "1")
 		want("qps_kept_later", "yes")
