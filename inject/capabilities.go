@@ -42,15 +42,18 @@ func HasCapability(set []string, name string) bool {
 }
 
 // DropFrom removes caps from every set of c (which may be nil), however
-// they are spelled there.
-func DropFrom(c *specs.LinuxCapabilities, caps []string) {
+// they are spelled there, and tells whether it removed any.
+func DropFrom(c *specs.LinuxCapabilities, caps []string) (removed bool) {
 	if c == nil {
-		return
+		return false
 	}
 	for _, set := range []*[]string{&c.Bounding, &c.Effective, &c.Inheritable, &c.Permitted, &c.Ambient} {
 		if *set == nil {
 			continue
 		}
+		n := len(*set)
 		*set = slices.DeleteFunc(*set, func(v string) bool { return HasCapability(caps, v) })
+		removed = removed || len(*set) != n
 	}
+	return removed
 }

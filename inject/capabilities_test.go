@@ -44,6 +44,10 @@ func TestDropCapabilities(t *testing.T) {
 			want: &specs.Spec{Hostname: "c"},
 		},
 	})
+	c := &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN", "cap_net_raw"}}
+	if !DropFrom(c, net) || DropFrom(c, net) || DropFrom(nil, net) {
+		t.Errorf("DropFrom tells a removal: want true once, then false, and false for nil")
+	}
 	if got := (DropCapabilities{}).Name(); got != "capabilities" {
 		t.Errorf("Name() = %q", got)
 	}

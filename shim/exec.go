@@ -107,12 +107,11 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 		}
 		var drop []string
 		for _, name := range policy.NetCapabilities {
-			if !inject.HasCapability(bounding, name) && hasCapability(p.Capabilities, name) {
+			if !inject.HasCapability(bounding, name) {
 				drop = append(drop, name)
 			}
 		}
-		if len(drop) > 0 {
-			inject.DropFrom(p.Capabilities, drop)
+		if inject.DropFrom(p.Capabilities, drop) {
 			changed = true
 		}
 	}
@@ -125,14 +124,4 @@ func EditExecSpec(specPath string, r *taskapi.ExecProcessRequest) error {
 	}
 	r.Spec.Value = out
 	return nil
-}
-
-// hasCapability tells whether cap is in any set of c.
-func hasCapability(c *specs.LinuxCapabilities, name string) bool {
-	for _, set := range [][]string{c.Bounding, c.Effective, c.Inheritable, c.Permitted, c.Ambient} {
-		if inject.HasCapability(set, name) {
-			return true
-		}
-	}
-	return false
 }
