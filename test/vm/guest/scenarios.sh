@@ -502,6 +502,24 @@ echo_ready() {
 	return 1
 }
 
+# echo_pingpong ECHO PING N: an echo function in ECHO on all its QPs to
+# PING answers N messages of 256 B from a pingpong function in PING; the
+# logs of both zygotes follow, and the fact verified is how many came back
+# intact.
+echo_pingpong() {
+	local ep pp
+	zexec_t 90 "$1" /.swift/bin/swift-run --timeout 60 --peer "$2" --all -- echo 6000 >"$W/$1-echo.log" 2>&1 &
+	ep=$!
+	echo_ready "$1" "$2"
+	pp=$(zexec_t 90 "$2" /.swift/bin/swift-run --timeout 60 --peer "$1" -- pingpong "$3" 256 2>&1)
+	echo "$pp"
+	wait $ep
+	echo "--- $1-echo.log"; cat "$W/$1-echo.log"
+	echo "--- $2.out"; cat "$W/$2.out"
+	echo "--- $1.out"; cat "$W/$1.out"
+	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
+}
+
 zstop() {
 	for id in "$@"; do
 		ctr_ task kill -s SIGKILL "$id" >/dev/null 2>&1
@@ -850,16 +868,7 @@ scenario_impostor() {
 	echo "ib's QPs with ia after the later exchange: $after2"
 	if [ -n "$before" ] && [ "$before" = "$after2" ]; then fact qps_kept_later yes; else fact qps_kept_later "no ($before / $after2)"; fi
 	step "ia's function still passes data to ib (200 messages)"
-	zexec_t 90 ib /.swift/bin/swift-run --timeout 60 --peer ia --all -- echo 6000 >"$W/imp-echo.log" 2>&1 &
-	ep=$!
-	echo_ready ib ia
-	pp=$(zexec_t 90 ia /.swift/bin/swift-run --timeout 60 --peer ib -- pingpong 200 256 2>&1)
-	echo "$pp"
-	wait $ep
-	echo "--- imp-echo.log"; cat "$W/imp-echo.log"
-	echo "--- ia.out"; cat "$W/ia.out"
-	echo "--- ib.out"; cat "$W/ib.out"
-	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
+	echo_pingpong ib ia 200
 	step "stop ix, ia and ib"
 	bounded 60 - zstop ix ia ib
 }
@@ -886,16 +895,7 @@ scenario_sniff() {
 	bounded 120 - zrun va va 18591 t1 "vb=$P:18592" 2
 	bounded 120 - zrun vb vb 18592 t1 "va=$P:18591" 2
 	if zwait va vb connected; then fact linked yes; else fact linked no; fi
-	zexec_t 90 vb /.swift/bin/swift-run --timeout 60 --peer va --all -- echo 6000 >"$W/sniff-echo.log" 2>&1 &
-	ep=$!
-	echo_ready vb va
-	pp=$(zexec_t 90 va /.swift/bin/swift-run --timeout 60 --peer vb -- pingpong 50 256 2>&1)
-	echo "$pp"
-	wait $ep
-	echo "--- sniff-echo.log"; cat "$W/sniff-echo.log"
-	echo "--- va.out"; cat "$W/va.out"
-	echo "--- vb.out"; cat "$W/vb.out"
-	fact verified "$(echo "$pp" | sed -n 's/^pingpong: sent \([0-9]*\), verified \([0-9]*\).*/\2/p')"
+	echo_pingpong vb va 50
 	step "the sniffer ends"
 	i=0
 	while kill -0 "$sp" 2>/dev/null && [ $i -lt 120 ]; do sleep 0.5; i=$((i + 1)); done
