@@ -122,8 +122,8 @@ func Parse(annotations map[string]string) (Options, error) {
 		case Peers:
 			o.Peers, err = parsePeers(k, v)
 		case Name:
-			if !IsLabel(v) {
-				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)")
+			if !IsZygoteName(v) {
+				err = invalid(k, v, "want a lowercase DNS label (a-z, 0-9, '-', at most 63 characters), or one qualified by a namespace, name.namespace")
 			}
 			o.Name = v
 		case Listen:
@@ -209,8 +209,8 @@ func parsePeers(k, v string) ([]Peer, error) {
 	for _, item := range strings.Split(v, ",") {
 		item = strings.TrimSpace(item)
 		name, addr, ok := strings.Cut(item, "=")
-		if !ok || !IsLabel(name) {
-			return nil, invalid(k, v, "%q is not name=host:port with a lowercase DNS-label name", item)
+		if !ok || !IsZygoteName(name) {
+			return nil, invalid(k, v, "%q is not name=host:port with a lowercase DNS-label name, or one qualified by a namespace (name.namespace)", item)
 		}
 		if seen[name] {
 			return nil, invalid(k, v, "peer %q listed twice", name)

@@ -9,8 +9,12 @@ const (
 	MaxPeers = 32
 	// MaxQPs bounds a zygote's pool table: swift.io/pool × peers.
 	MaxQPs = 256
-	// MaxNameLen bounds a zygote's, a peer's and a tenant's name (a DNS label).
+	// MaxNameLen bounds a DNS label: a tenant's name, and each part of a
+	// zygote's name.
 	MaxNameLen = 63
+	// MaxZygoteNameLen bounds a zygote's or a peer's name as zygotes know
+	// it: a label, or a label qualified by a namespace, "name.namespace".
+	MaxZygoteNameLen = 2*MaxNameLen + 1
 )
 
 // MaxPool bounds swift.io/pool (QPs per peer).

@@ -24,8 +24,9 @@ func TestZygoteLimitsHeader(t *testing.T) {
 		t.Errorf("%s is stale (SWIFT_WRITE_LIMITS=1 go test ./annotations -run TestZygoteLimitsHeader):\n got %s\nwant %s", path, got, want)
 	}
 	// the numbers swift-init is built with, as literals
-	if MaxPeers != 32 || MaxQPs != 256 || MaxNameLen != 63 {
-		t.Errorf("limits changed: peers %d, QPs %d, name %d: update the README's annotation table", MaxPeers, MaxQPs, MaxNameLen)
+	if MaxPeers != 32 || MaxQPs != 256 || MaxNameLen != 63 || MaxZygoteNameLen != 127 {
+		t.Errorf("limits changed: peers %d, QPs %d, name %d, zygote name %d: update the README's annotation table",
+			MaxPeers, MaxQPs, MaxNameLen, MaxZygoteNameLen)
 	}
 }
 
@@ -42,5 +43,5 @@ func zygoteLimitsHeader() string {
 #define SWIFT_NAME_MAX %d /* a name of at most %d bytes and its NUL */
 
 #endif
-`, MaxPeers, MaxQPs, MaxNameLen+1, MaxNameLen)
+`, MaxPeers, MaxQPs, MaxZygoteNameLen+1, MaxZygoteNameLen)
 }

@@ -1,5 +1,7 @@
 package annotations
 
+import "strings"
+
 // Name checks, written out rather than as regular expressions: the shim
 // runs once per container, and compiling bounded repetitions at start-up
 // cost it more than a millisecond.
@@ -20,6 +22,13 @@ func IsLabel(s string) bool {
 		}
 	}
 	return true
+}
+
+// IsZygoteName reports whether s can name a zygote or a peer: a DNS
+// label, or a label qualified by a namespace's, "name.namespace".
+func IsZygoteName(s string) bool {
+	name, ns, qualified := strings.Cut(s, ".")
+	return IsLabel(name) && (!qualified || IsLabel(ns))
 }
 
 // IsLabelPattern reports whether s is a label prefix followed by '*'

@@ -183,6 +183,40 @@ func NewPoolConfig(name string, o annotations.Options) PoolConfig {
 	return pc
 }
 
+// InNamespace returns the pool description of a pod's zygote, whose names
+// live in its Kubernetes namespace ns: its own name and each bare peer
+// name are qualified, "name.ns"; a peer already qualified names a zygote
+// of that namespace. A pod cannot take a name in another namespace: a
+// qualified swift.io/name must be in ns. So a pod of another namespace
+// that holds the tenant key cannot claim this one's names, and pods of two
+// namespaces whose default names are alike keep apart.
+func (pc PoolConfig) InNamespace(ns string) (PoolConfig, error) {
+	if !annotations.IsLabel(ns) {
+		return pc, fmt.Errorf("the pod's namespace %q is not a DNS label: %w", ns, errdefs.ErrInvalidArgument)
+	}
+	name, own, qualified := strings.Cut(pc.Name, ".")
+	if qualified && own != ns {
+		return pc, fmt.Errorf("%s=%q: a pod's zygote is named in its own namespace %q: write the name without %q: %w",
+			annotations.Name, pc.Name, ns, "."+own, errdefs.ErrInvalidArgument)
+	}
+	pc.Name = name + "." + ns
+	peers := make([]annotations.Peer, len(pc.Peers))
+	seen := map[string]bool{}
+	for i, p := range pc.Peers {
+		if !strings.Contains(p.Name, ".") {
+			p.Name += "." + ns
+		}
+		if seen[p.Name] {
+			return pc, fmt.Errorf("%s: peer %s is listed twice (with and without its namespace): %w",
+				annotations.Peers, p.Name, errdefs.ErrInvalidArgument)
+		}
+		seen[p.Name] = true
+		peers[i] = p
+	}
+	pc.Peers = peers
+	return pc, nil
+}
+
 // Render writes the pool description in swift-init's "key value" format.
 func (pc PoolConfig) Render() []byte {
 	var b strings.Builder

@@ -95,7 +95,7 @@ func decide(ctx context.Context, bundle, cfgPath string, spec *specs.Spec, cfg c
 		NetCheck: cfg.Hooks.NetCheck && !nsExists, Move: cfg.Hooks.ExclusiveMove}
 	d := &decision{tenancy: ten}
 	if opts.Zygote != nil && *opts.Zygote && zygoteHere(spec, opts) {
-		if d.zygote, err = prepareZygote(bundle, filepath.Base(bundle), cfg, opts, ten.tenant, ten.qpLimit, spec); err != nil {
+		if d.zygote, err = prepareZygote(bundle, cfg, ten, spec); err != nil {
 			return nil, err
 		}
 		in.Zygote = d.zygote.mod

@@ -26,6 +26,9 @@ import (
 type tenancy struct {
 	policy *policy.Policy
 	tenant *policy.Tenant
+	// caller is who asks for the container: a pod of a namespace, or a
+	// local caller.
+	caller policy.Caller
 	// opts are the container's options with the tenant resolved and the
 	// devices defaulted to the tenant's.
 	opts    annotations.Options
@@ -56,7 +59,8 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 		}
 	}
 	ns, _ := containerKey(ctx, bundle)
-	t, err := pol.Resolve(policy.CallerOf(ns, cfg.CRINamespace, spec.Annotations), opts.Tenant)
+	caller := policy.CallerOf(ns, cfg.CRINamespace, spec.Annotations)
+	t, err := pol.Resolve(caller, opts.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +92,7 @@ func decideTenancy(ctx context.Context, bundle string, spec *specs.Spec, cfg con
 	if t.Container.Memlock != 0 && t.Container.Memlock < lim.Memlock {
 		lim.Memlock, lim.MemlockKey, lim.MemlockText = t.Container.Memlock, t.Key("container.memlock"), ""
 	}
-	ten := &tenancy{policy: pol, tenant: t, opts: opts, limits: lim, devices: opts.Devices, qpLimit: d.QPLimit}
+	ten := &tenancy{policy: pol, tenant: t, caller: caller, opts: opts, limits: lim, devices: opts.Devices, qpLimit: d.QPLimit}
 	if len(ten.devices) == 0 || allocated {
 		ten.devices = inv.Names()
 	}

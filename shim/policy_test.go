@@ -234,7 +234,8 @@ func TestEditBundlePolicy(t *testing.T) {
 
 // TestEditBundlePolicyZygote: the pool description carries the resolved
 // tenant (from the pod namespace, not an annotation), its key is that
-// tenant's, and the QP charge is pool × peers.
+// tenant's, the QP charge is pool × peers, and the names are the pod
+// namespace's.
 func TestEditBundlePolicyZygote(t *testing.T) {
 	n := newFakeNode(t, true)
 	cfg, state, _ := n.policyConfig(t, testPolicy)
@@ -248,7 +249,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b 10.0.0.2:18515\n", "peer c 10.0.0.3:18600\n",
+	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b.team-a 10.0.0.2:18515\n", "peer c.team-a 10.0.0.3:18600\n",
 		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)

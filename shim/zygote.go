@@ -13,7 +13,6 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/trust"
@@ -202,8 +201,9 @@ func ownPIDNamespace(s *specs.Spec) error {
 // (keyHandoff), never through a path: nothing else in the container (its
 // functions, which may run as its user; its workload; an exec; a second
 // swift-init started through a symlink or a shell) can read the key. A
-// non-root zygote owns its socket directory.
-func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Options, t *policy.Tenant, qpLimit uint64, s *specs.Spec) (*zygotePrep, error) {
+// non-root zygote owns its socket directory. A pod's zygote and the peers
+// it names live in the pod's namespace (PoolConfig.InNamespace).
+func prepareZygote(bundle string, cfg config.Config, ten *tenancy, s *specs.Spec) (*zygotePrep, error) {
 	bin, err := zygoteBinDir(cfg)
 	if err != nil {
 		return nil, err
@@ -211,13 +211,19 @@ func prepareZygote(bundle, id string, cfg config.Config, opts annotations.Option
 	if err := ownPIDNamespace(s); err != nil {
 		return nil, err
 	}
-	pc := inject.NewPoolConfig(inject.DefaultName(id, s.Annotations), opts)
+	t := ten.tenant
+	pc := inject.NewPoolConfig(inject.DefaultName(filepath.Base(bundle), s.Annotations), ten.opts)
+	if ten.caller.CRI {
+		if pc, err = pc.InNamespace(ten.caller.Namespace); err != nil {
+			return nil, err
+		}
+	}
 	pc.FunctionUIDBase = functionUIDs(s, cfg.Zygote.FunctionUIDBase)
 	if err := sameUIDConfined(s, cfg.Zygote.FunctionUIDBase, pc.FunctionUIDBase); err != nil {
 		return nil, err
 	}
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
-	pc.QPLimit = qpLimit
+	pc.QPLimit = ten.qpLimit
 	key, _, err := TenantKeyring(cfg, t, pc.Tenant)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,10 +179,10 @@ func TestZygoteHere(t *testing.T) {
 	}
 }
 
-// TestPrepareZygoteKey: every zygote gets the tenant's ring to hand to
-// its init (the node's swift-init, by device and inode), no key mount; a
-// non-root one owns its socket directory.
-func TestPrepareZygoteKey(t *testing.T) {
+// zygoteNode is a node config whose zygote.bin_dir holds a swift-init
+// (its stat returned) and swift-run, with keys and state of its own.
+func zygoteNode(t *testing.T) (config.Config, unix.Stat_t) {
+	t.Helper()
 	needRoot(t)
 	bin := t.TempDir()
 	for _, f := range []string{"swift-init", "swift-run"} {
@@ -195,6 +196,94 @@ func TestPrepareZygoteKey(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.KeysDir, cfg.StateDir, cfg.Zygote.BinDir = t.TempDir(), t.TempDir(), bin
+	return cfg, ist
+}
+
+// TestPrepareZygoteNames: a pod's zygote and the peers it names by a bare
+// name live in the pod's namespace, so a pod of another namespace cannot
+// take its name and default names alike across namespaces keep apart; a
+// local caller's names are as written.
+func TestPrepareZygoteNames(t *testing.T) {
+	cfg, _ := zygoteNode(t)
+	cri := func(ns, pod, ctr string) map[string]string {
+		return map[string]string{policy.CRISandboxNamespace: ns, annotations.CRISandboxName: pod, annotations.CRIContainerName: ctr}
+	}
+	pod := policy.Caller{CRI: true, Namespace: "team-a"}
+	peers := func(names ...string) []annotations.Peer {
+		var out []annotations.Peer
+		for i, n := range names {
+			out = append(out, annotations.Peer{Name: n, Host: "10.0.0." + strconv.Itoa(i+1), Port: 18515})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		caller  policy.Caller
+		ann     map[string]string
+		opts    annotations.Options
+		want    string // the name and peer lines of the pool description
+		wantErr string
+	}{
+		{"local, default name", policy.Caller{}, nil, annotations.Options{Peers: peers("b")},
+			"name zb1\npeer b 10.0.0.1:18515\n", ""},
+		{"local, names as written", policy.Caller{}, nil, annotations.Options{Name: "a", Peers: peers("b", "c.team-a")},
+			"name a\npeer b 10.0.0.1:18515\npeer c.team-a 10.0.0.2:18515\n", ""},
+		{"local, a qualified name", policy.Caller{}, nil, annotations.Options{Name: "a.team-a"},
+			"name a.team-a\n", ""},
+		{"pod, default name", pod, cri("team-a", "trainer-0", "worker"), annotations.Options{Peers: peers("trainer-1-worker")},
+			"name trainer-0-worker.team-a\npeer trainer-1-worker.team-a 10.0.0.1:18515\n", ""},
+		{"pod of another namespace, same default name", policy.Caller{CRI: true, Namespace: "team-b"}, cri("team-b", "trainer-0", "worker"),
+			annotations.Options{Peers: peers("trainer-1-worker")},
+			"name trainer-0-worker.team-b\npeer trainer-1-worker.team-b 10.0.0.1:18515\n", ""},
+		{"pod, swift.io/name and a peer of another namespace", pod, cri("team-a", "p", "c"),
+			annotations.Options{Name: "a", Peers: peers("b", "c.team-c")},
+			"name a.team-a\npeer b.team-a 10.0.0.1:18515\npeer c.team-c 10.0.0.2:18515\n", ""},
+		{"pod, its own namespace written out", pod, cri("team-a", "p", "c"), annotations.Options{Name: "a.team-a"},
+			"name a.team-a\n", ""},
+		{"pod claims a name of another namespace", pod, cri("team-a", "p", "c"), annotations.Options{Name: "victim.team-b"},
+			"", `swift.io/name="victim.team-b": a pod's zygote is named in its own namespace "team-a": write the name without ".team-b"`},
+		{"pod lists a peer twice", pod, cri("team-a", "p", "c"), annotations.Options{Name: "a", Peers: peers("b", "b.team-a")},
+			"", "swift.io/peers: peer b.team-a is listed twice (with and without its namespace)"},
+		{"pod namespace not a label", policy.Caller{CRI: true, Namespace: "Team_A"}, cri("Team_A", "p", "c"), annotations.Options{Name: "a"},
+			"", `the pod's namespace "Team_A" is not a DNS label`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bundle := filepath.Join(t.TempDir(), "zb1")
+			if err := os.Mkdir(bundle, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}}, Annotations: tc.ann,
+				Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}}
+			tc.opts.Tenant = "t1"
+			p, err := prepareZygote(bundle, cfg, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, caller: tc.caller, opts: tc.opts}, s)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errdefs.IsInvalidArgument(err) {
+					t.Fatalf("err = %v, want InvalidArgument with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			for _, l := range strings.SplitAfter(string(p.pool.Render()), "\n") {
+				if strings.HasPrefix(l, "name ") || strings.HasPrefix(l, "peer ") {
+					got.WriteString(l)
+				}
+			}
+			if got.String() != tc.want {
+				t.Errorf("names in the pool description:\n%s\nwant:\n%s", got.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestPrepareZygoteKey: every zygote gets the tenant's ring to hand to
+// its init (the node's swift-init, by device and inode), no key mount; a
+// non-root one owns its socket directory.
+func TestPrepareZygoteKey(t *testing.T) {
+	cfg, ist := zygoteNode(t)
 	userns := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
 	spec := func(uid, gid uint32, maps []specs.LinuxIDMapping) *specs.Spec {
 		s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}, User: specs.User{UID: uid, GID: gid}},
@@ -220,7 +309,7 @@ func TestPrepareZygoteKey(t *testing.T) {
 			c.Zygote.FunctionUIDBase = tc.base
 			bundle := t.TempDir()
 			o := annotations.Options{Tenant: "t1"}
-			p, err := prepareZygote(bundle, "z1", c, o, &policy.Tenant{Name: "t1", Unlimited: true}, 0, tc.s)
+			p, err := prepareZygote(bundle, c, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, opts: o}, tc.s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,6 +56,26 @@ int swift_find_peer(const struct swift_cfg *c, const char *name)
 	return -1;
 }
 
+int swift_names_peer(const char *self, const char *want, const char *peer)
+{
+	const char *ns = strchr(self, '.');
+	size_t n = strlen(want);
+
+	if (!strcmp(want, peer))
+		return 1;
+	return ns && !strchr(want, '.') && !strncmp(peer, want, n) && !strcmp(peer + n, ns);
+}
+
+int swift_find_peer_named(const struct swift_cfg *c, const char *want)
+{
+	int i;
+
+	for (i = 0; i < c->npeers; i++)
+		if (swift_names_peer(c->name, want, c->peers[i].name))
+			return i;
+	return -1;
+}
+
 static int number(const char *v, long lo, long hi, long *out)
 {
 	char *end;

@@ -87,8 +87,8 @@ int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, i
 	if (memcmp(b, SWIFT_REQ_MAGIC, 4))
 		return bad(err, errlen, EPROTO, "not a swift-run request (bad magic)");
 	memcpy(&flags, b + 4, 4);
-	memcpy(&nqp, b + 72, 4);
-	memcpy(&argc, b + 76, 4);
+	memcpy(&nqp, b + offsetof(struct swift_req, nqp), 4);
+	memcpy(&argc, b + offsetof(struct swift_req, argc), 4);
 	if (flags & ~SWIFT_REQ_FLAGS)
 		return bad(err, errlen, EINVAL, "unknown request flags %#x", flags & ~SWIFT_REQ_FLAGS);
 	if (!memchr(b + 8, 0, SWIFT_NAME_MAX))
@@ -185,7 +185,7 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 	if (!v->have_dev)
 		return refuse(p, ENODEV, "this zygote has no RDMA device");
 	if (r->peer[0]) {
-		for (i = 0; i < v->npeers && strcmp(v->names[i], r->peer); i++)
+		for (i = 0; i < v->npeers && !swift_names_peer(v->self, r->peer, v->names[i]); i++)
 			;
 		if (i == v->npeers)
 			return refuse(p, ENOENT, "unknown peer %s", r->peer);

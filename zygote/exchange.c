@@ -61,7 +61,7 @@
 #include "sha256.h"
 #include "zygote.h"
 
-#define XMAGIC "SWIFTX04"
+#define XMAGIC "SWIFTX05"
 #define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4)
 #define CHAL_LEN (16 + 32)
 #define MAC_LEN 32

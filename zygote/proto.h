@@ -3,8 +3,9 @@
 #ifndef SWIFT_PROTO_H
 #define SWIFT_PROTO_H
 #include <stdint.h>
+#include "swift-limits.h"
 
-#define SWIFT_REQ_MAGIC "SRN1"
+#define SWIFT_REQ_MAGIC "SRN2"
 #define SWIFT_REQ_NOQP 1u   /* plain fork, no QP */
 #define SWIFT_REQ_ALL 2u    /* every free QP of the peer */
 #define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
@@ -30,12 +31,13 @@
 struct swift_req {
 	char magic[4];
 	uint32_t flags;
-	char peer[64];             /* NUL-terminated */
+	char peer[SWIFT_NAME_MAX]; /* NUL-terminated: as configured, or a bare
+	                            * name in the zygote's own namespace */
 	uint32_t nqp;
 	uint32_t argc;
 	char args[SWIFT_ARGS_MAX];
 };
-#define SWIFT_REQ_HDR 80       /* offsetof(struct swift_req, args) */
+#define SWIFT_REQ_HDR (16 + SWIFT_NAME_MAX) /* offsetof(struct swift_req, args) */
 
 /* First reply: the child was forked (status 0) or why not. A status
  * request's reply is followed by one message of text. */

@@ -145,6 +145,7 @@ static void view(struct zygote *z, struct swift_view *v)
 	v->qp_room = -1;
 	if (z->have_dev && z->dev.qp_limit)
 		v->qp_room = z->dev.qp_limit > swift_qps_in_use(&z->dev) ? z->dev.qp_limit - swift_qps_in_use(&z->dev) : 0;
+	v->self = z->cfg.name;
 	v->npeers = z->cfg.npeers;
 	for (i = 0; i < z->cfg.npeers; i++) {
 		v->names[i] = z->cfg.peers[i].name;

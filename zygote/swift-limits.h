@@ -6,6 +6,6 @@
 
 #define SWIFT_MAX_PEERS 32
 #define SWIFT_MAX_QPS 256
-#define SWIFT_NAME_MAX 64 /* a name of at most 63 bytes and its NUL */
+#define SWIFT_NAME_MAX 128 /* a name of at most 127 bytes and its NUL */
 
 #endif

@@ -173,7 +173,12 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[ai], "--socket") && ai + 1 < argc) {
 			path = argv[++ai];
 		} else if (!strcmp(argv[ai], "--peer") && ai + 1 < argc) {
-			snprintf(req.peer, sizeof(req.peer), "%s", argv[++ai]);
+			if (strlen(argv[++ai]) >= sizeof(req.peer)) {
+				fprintf(stderr, "swift-run: --peer %.40s...: a name has at most %zu characters\n", argv[ai],
+					sizeof(req.peer) - 1);
+				return 2;
+			}
+			memcpy(req.peer, argv[ai], strlen(argv[ai]) + 1);
 		} else if (!strcmp(argv[ai], "--qps") && ai + 1 < argc) {
 			req.nqp = (uint32_t)atoi(argv[++ai]);
 		} else if (!strcmp(argv[ai], "--all")) {

@@ -224,7 +224,7 @@ static int child(const char *config, const char *peer_name, int timeout_ms, int 
 		return 2;
 	}
 	if (peer_name)
-		peer = swift_find_peer(&w->cfg, peer_name);
+		peer = swift_find_peer_named(&w->cfg, peer_name);
 	if (peer < 0 || peer >= w->cfg.npeers) {
 		fprintf(stderr, "swift-warm: no peer %s in %s\n", peer_name ? peer_name : "(any)", config);
 		return 2;

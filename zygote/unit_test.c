@@ -179,6 +179,19 @@ static void test_config(void)
 		      strstr(err, "pool 4 x 2 peers exceeds the container's QP limit 7"),
 	      "qp_limit: a pool that does not fit is refused");
 	check(load("", &c, err, sizeof(err)) == 0 && c.qp_limit == 0, "qp_limit: none by default");
+	{
+		/* a pod's names: 63 + "." + 63 characters fit, one more does not */
+		char conf[512], l63[64];
+
+		memset(l63, 'n', 63);
+		l63[63] = 0;
+		snprintf(conf, sizeof(conf), "name %s.%s\npeer %s.%s 10.0.0.1:1\n", l63, l63, l63, l63);
+		check(load(conf, &c, err, sizeof(err)) == 0 && strlen(c.name) == 127 && strlen(c.peers[0].name) == 127 &&
+			      swift_find_peer_named(&c, l63) == 0,
+		      "qualified names of 127 characters load, and a bare one names the peer");
+		snprintf(conf, sizeof(conf), "name %s.%sn\n", l63, l63);
+		check(load(conf, &c, err, sizeof(err)) != 0 && strstr(err, ":1:"), "a name of 128 characters is refused");
+	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = load(bad[i], &c, err, sizeof(err));
 		char what[1024];
@@ -306,8 +319,8 @@ static size_t mkreq(uint8_t *b, uint32_t flags, const char *peer, uint32_t nqp, 
 	memcpy(b + 4, &flags, 4);
 	if (peer)
 		memcpy(b + 8, peer, strlen(peer));
-	memcpy(b + 72, &nqp, 4);
-	memcpy(b + 76, &argc, 4);
+	memcpy(b + offsetof(struct swift_req, nqp), &nqp, 4);
+	memcpy(b + offsetof(struct swift_req, argc), &argc, 4);
 	memcpy(b + SWIFT_REQ_HDR, args, argslen);
 	return SWIFT_REQ_HDR + argslen;
 }
@@ -538,7 +551,7 @@ static void test_requests(void)
 		check(cut == SWIFT_REQ_HDR, "request: every truncated header refused");
 		b[0] = 'X';
 		check(swift_req_decode(b, n, 0, fds, 3, &req, err, sizeof(err)) == EPROTO, "request: bad magic");
-		memset(b + 8, 'p', 64);
+		memset(b + 8, 'p', SWIFT_NAME_MAX);
 		memcpy(b, SWIFT_REQ_MAGIC, 4);
 		check(swift_req_decode(b, n, 0, fds, 3, &req, err, sizeof(err)) == EINVAL && strstr(err, "terminated"),
 		      "request: unterminated peer");
@@ -599,6 +612,7 @@ static void test_schedule(void)
 		v.allow_new_dest = tc[k].allow;
 		v.qp_room = -1;
 		v.npeers = 2;
+		v.self = "z";
 		v.names[0] = "a";
 		v.names[1] = "b";
 		v.free[0] = tc[k].free_a;
@@ -621,6 +635,52 @@ static void test_schedule(void)
 		v.have_dev = 1;
 		swift_schedule(&r, &v, &p);
 		check(p.status == ENOENT && strstr(p.msg, "no peers"), "schedule: a zygote without peers");
+	}
+	{
+		/* a pod's zygote a.team-a: a function names b.team-a as "b" or
+		 * in full, and c.team-c only in full; a name of the form of
+		 * another namespace, or a prefix, names nothing */
+		static const struct {
+			const char *self, *want;
+			int status, peer;
+		} nc[] = {
+			{"a.team-a", "b", 0, 0},
+			{"a.team-a", "b.team-a", 0, 0},
+			{"a.team-a", "c.team-c", 0, 1},
+			{"a.team-a", "c", ENOENT, -1},
+			{"a.team-a", "b.team-c", ENOENT, -1},
+			{"a.team-a", "b.team", ENOENT, -1},
+			{"a.team-a", "b.", ENOENT, -1},
+			{"a.team-a", "b.team-a.team-a", ENOENT, -1},
+			{"a.team-a", "", 0, 0},
+			{"a", "b", ENOENT, -1},
+			{"a", "b.team-a", 0, 0},
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof(nc) / sizeof(nc[0]); k++) {
+			struct swift_request r;
+			struct swift_view v;
+			struct swift_plan p;
+			char what[400];
+
+			memset(&r, 0, sizeof(r));
+			snprintf(r.peer, sizeof(r.peer), "%s", nc[k].want);
+			r.nqp = 1;
+			memset(&v, 0, sizeof(v));
+			v.have_dev = 1;
+			v.share = SHARE_RELAY;
+			v.qp_room = -1;
+			v.self = nc[k].self;
+			v.npeers = 2;
+			v.names[0] = "b.team-a";
+			v.names[1] = "c.team-c";
+			v.free[0] = v.free[1] = 1;
+			swift_schedule(&r, &v, &p);
+			snprintf(what, sizeof(what), "schedule: zygote %s, peer named %s: status %d peer %d (%s)",
+				 nc[k].self, nc[k].want, p.status, p.peer, p.msg);
+			check(p.status == nc[k].status && (p.status || p.peer == nc[k].peer), what);
+		}
 	}
 	{
 		/* the container's QP limit: new QPs (on demand, own) only within
@@ -655,6 +715,7 @@ static void test_schedule(void)
 			v.allow_new_dest = 1;
 			v.qp_room = lc[i].room;
 			v.npeers = 1;
+			v.self = "z";
 			v.names[0] = "a";
 			v.free[0] = lc[i].free_a;
 			swift_schedule(&r, &v, &p);
@@ -1050,7 +1111,7 @@ static void test_exchange(void)
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 	uint32_t repl[3] = {0, 0x777, 0};
 	int ra, rb;
-	char what[400];
+	char what[800];
 
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
@@ -1307,17 +1368,17 @@ static void test_exchange(void)
 			uint32_t val;
 			int bytes;
 		} tc[] = {
-			{"count 0", 8 + 3 * 64 + 16 + 16 + 4, 0, 4},
-			{"count 65", 8 + 3 * 64 + 16 + 16 + 4, 65, 4},
-			{"unknown flag", 8 + 3 * 64 + 16 + 16, 64, 4},
-			{"held and initial", 8 + 3 * 64 + 16 + 16, SWIFT_X_HELD | SWIFT_X_INITIAL, 4},
-			{"ephemeral and link", 8 + 3 * 64 + 16 + 16, SWIFT_X_EPHEMERAL | SWIFT_X_LINK, 4},
+			{"count 0", 8 + 3 * SWIFT_NAME_MAX + 16 + 16 + 4, 0, 4},
+			{"count 65", 8 + 3 * SWIFT_NAME_MAX + 16 + 16 + 4, 65, 4},
+			{"unknown flag", 8 + 3 * SWIFT_NAME_MAX + 16 + 16, 64, 4},
+			{"held and initial", 8 + 3 * SWIFT_NAME_MAX + 16 + 16, SWIFT_X_HELD | SWIFT_X_INITIAL, 4},
+			{"ephemeral and link", 8 + 3 * SWIFT_NAME_MAX + 16 + 16, SWIFT_X_EPHEMERAL | SWIFT_X_LINK, 4},
 			{"bad magic", 0, 'Z', 1},
-			{"tenant unterminated", 8, 'x', 64},
-			{"name with a control byte", 8 + 64, '\n', 1},
-			{"empty name", 8 + 64, 0, 1},
-			{"empty name dialed", 8 + 128, 0, 1},
-			{"key id unterminated", 8 + 192, 'k', 16},
+			{"tenant unterminated", 8, 'x', SWIFT_NAME_MAX},
+			{"name with a control byte", 8 + SWIFT_NAME_MAX, '\n', 1},
+			{"empty name", 8 + SWIFT_NAME_MAX, 0, 1},
+			{"empty name dialed", 8 + 2 * SWIFT_NAME_MAX, 0, 1},
+			{"key id unterminated", 8 + 3 * SWIFT_NAME_MAX, 'k', 16},
 		};
 		size_t k;
 

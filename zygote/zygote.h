@@ -121,6 +121,12 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port);
 int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr);
 int swift_find_peer(const struct swift_cfg *c, const char *name);
+/* swift_names_peer tells whether want, a peer's name as a function or a
+ * command line gives it, names the configured peer: the same name, or a
+ * bare one in the zygote's own namespace (self "a.team-a": "b" names
+ * "b.team-a"). swift_find_peer_named finds that peer, or -1. */
+int swift_names_peer(const char *self, const char *want, const char *peer);
+int swift_find_peer_named(const struct swift_cfg *c, const char *want);
 
 /* ---- the device and the pool (pool.c, shm.c) --------------------------- */
 
@@ -292,6 +298,7 @@ struct swift_view {
 	enum swift_share share;
 	int allow_new_dest;
 	int qp_room;             /* QPs the container's limit still allows; -1: no limit */
+	const char *self;        /* the zygote's own name */
 	int npeers;
 	const char *names[SWIFT_MAX_PEERS];
 	int free[SWIFT_MAX_PEERS];
@@ -435,7 +442,7 @@ struct xconn {
 	size_t outlen, outoff;
 	int status;                  /* reply status (errno) */
 	int refused;                 /* authentication failed */
-	char err[256];
+	char err[512];
 };
 
 enum { XC_MORE = 0, XC_DONE = 1, XC_HELD = 2, XC_FAIL = -1 };

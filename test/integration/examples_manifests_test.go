@@ -23,6 +23,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/cdispec"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/install"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
@@ -377,13 +378,20 @@ func TestExampleManifests(t *testing.T) {
 		"dra/claim.yaml/worker-dra":        "team-a",
 		"k8s/zygote-pod.yaml/trainer-0":    "team-a",
 	}
-	gotTenants := map[string]string{}
+	// The names a zygote pod's zygote and peers get, in its namespace: literal.
+	wantZygotes := map[string]string{
+		"k8s/zygote-pod.yaml/trainer-0": "trainer-0-worker.team-a, peers trainer-1-worker.team-a",
+	}
+	gotTenants, gotZygotes := map[string]string{}, map[string]string{}
 	cdiDevices := 0
 	for _, p := range pods {
-		checkPod(t, p, pol, gotTenants, &cdiDevices)
+		checkPod(t, p, pol, gotTenants, gotZygotes, &cdiDevices)
 	}
 	if !reflect.DeepEqual(gotTenants, wantTenants) {
 		t.Errorf("pods run by RuntimeClass %q and their tenants = %v, want %v", exampleRuntimeClass, gotTenants, wantTenants)
+	}
+	if !reflect.DeepEqual(gotZygotes, wantZygotes) {
+		t.Errorf("zygote pods and their zygotes' names = %v, want %v", gotZygotes, wantZygotes)
 	}
 	if cdiDevices == 0 {
 		t.Errorf("no example requests a CDI device of kind %s", cdispec.Kind)
@@ -399,7 +407,7 @@ func definesNamespace(ms []manifest, ns string) bool {
 	return false
 }
 
-func checkPod(t *testing.T, p examplePod, pol *policy.Policy, tenants map[string]string, cdiDevices *int) {
+func checkPod(t *testing.T, p examplePod, pol *policy.Policy, tenants, zygotes map[string]string, cdiDevices *int) {
 	t.Helper()
 	for k, v := range p.meta.Annotations {
 		if strings.HasPrefix(k, "cdi.k8s.io/") {
@@ -464,6 +472,23 @@ func checkPod(t *testing.T, p examplePod, pol *policy.Policy, tenants map[string
 	}
 	if opts.ZygoteContainer != "" && !slices.Contains(names, opts.ZygoteContainer) {
 		t.Errorf("%s: %s=%q names no container of the pod (%v)", p.where, annotations.ZygoteContainer, opts.ZygoteContainer, names)
+	}
+	if opts.Zygote != nil && *opts.Zygote && len(names) > 0 {
+		ctr := opts.ZygoteContainer
+		if ctr == "" {
+			ctr = names[0]
+		}
+		cri := map[string]string{annotations.CRISandboxName: p.meta.Name, annotations.CRIContainerName: ctr}
+		pc, err := inject.NewPoolConfig(inject.DefaultName("", cri), opts).InNamespace(ns)
+		if err != nil {
+			t.Errorf("%s: the zygote's names in namespace %s: %v", p.where, ns, err)
+		} else {
+			var peers []string
+			for _, pr := range pc.Peers {
+				peers = append(peers, pr.Name)
+			}
+			zygotes[key] = pc.Name + ", peers " + strings.Join(peers, " ")
+		}
 	}
 	// CDI devices through a device plugin that advertises one resource per
 	// device of the spec ("swift.io/rdma-<device>") and answers with the

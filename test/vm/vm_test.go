@@ -366,9 +366,16 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			"functions passed data again %s ms after it came back; fds and verbs objects: a %s, b %s",
 			name, f["a.reconnect_ms"], f["a.reconnect_after_up_ms"], f["a.heal_ms"], f["a.counts_after"], f["b.counts_after"])
 	case ScenarioXCRI:
-		// the zygote is named after pod and container (CRI's ID is 64 hex)
+		// the zygote is named after pod and container (CRI's ID is 64
+		// hex), in the pod's namespace
 		want("a.worker_id_len", "64")
-		want("a.worker_zygote", "xpod-worker t1")
+		want("a.worker_zygote", "xpod-worker.default t1")
+		// a pod of another namespace cannot take its name; one with the
+		// same bare names gets its own namespace's, and the worker's link
+		// is untouched
+		want("a.evil_claim", "refused")
+		want("a.evil_zygote", "xpod-worker.evil")
+		want("a.worker_peer_after_evil", "connected")
 		want("a.worker_peer", "connected")
 		want("a.worker_qps", "2")
 		want("b.peer_state", "connected")

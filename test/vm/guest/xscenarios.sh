@@ -366,20 +366,24 @@ crictl_() {
 # x-cri: on node a, a host-network pod through CRI (crictl, runtime handler
 # swift) whose pod annotations ask for RDMA and a zygote and name the
 # container that runs it (swift.io/zygote-container=worker); no
-# swift.io/name, so the zygote is named after pod and container. Its
-# sidecar gets the devices but no zygote (a second one would collide on
-# the exchange port). The pod's zygote connects to b's and a function in
-# it exchanges checksummed messages with one on b; deleting the pod
-# leaves nothing.
+# swift.io/name, so the zygote is named after pod and container, in the
+# pod's namespace: xpod-worker.default. Its sidecar gets the devices but
+# no zygote (a second one would collide on the exchange port). b's zygote
+# is a local caller's that takes a name in that namespace, xb.default,
+# which the pod's peer list names as xb. The pod's zygote connects to b's
+# and a function in it exchanges checksummed messages with one on b, each
+# side naming the other bare. A pod of another namespace that claims the
+# worker's name is refused at Create; one that takes the same bare name
+# gets its own namespace's. Deleting the pods leaves nothing.
 scenario_x_cri() {
 	need_pair
 	need_rxe
 	need_containerd
 	provision t1
 	if [ "$NODE" = b ]; then
-		zrun xb xb 18515 t1 "xpod-worker=$PEERIP:18515" 2
-		zwait xb xpod-worker connected || fail "xb never connected to the pod's zygote xpod-worker"
-		fact peer_state "$(zexec xb /.swift/bin/swift-run --status | sed -n 's/^peer xpod-worker [^ ]* \([a-z]*\) .*/\1/p')"
+		zrun xb xb.default 18515 t1 "xpod-worker.default=$PEERIP:18515" 2
+		zwait xb 'xpod-worker\.default' connected || fail "xb never connected to the pod's zygote xpod-worker.default"
+		fact peer_state "$(zexec xb /.swift/bin/swift-run --status | sed -n 's/^peer xpod-worker\.default [^ ]* \([a-z]*\) .*/\1/p')"
 		zexec xb /.swift/bin/swift-run --peer xpod-worker --all -- echo 20000 >"$W/xecho.log" 2>&1 &
 		epid=$!
 		sleep 2
@@ -389,7 +393,7 @@ scenario_x_cri() {
 		cat "$W/xecho.log"
 		fact echo "$(grep '^echo: [0-9]* messages' "$W/xecho.log")"
 		xsync pod-gone 120
-		fact peer_after "$(zexec xb /.swift/bin/swift-run --status | sed -n 's/^peer xpod-worker [^ ]* \([a-z]*\) \(free [0-9]* assigned [0-9]*\)/\1 \2/p')"
+		fact peer_after "$(zexec xb /.swift/bin/swift-run --status | sed -n 's/^peer xpod-worker\.default [^ ]* \([a-z]*\) \(free [0-9]* assigned [0-9]*\)/\1 \2/p')"
 		echo "--- xb.out"
 		cat "$W/xb.out"
 		zstop xb
@@ -436,13 +440,13 @@ JSON
 	st=
 	while [ $i -lt 60 ]; do
 		st=$(crictl_ exec "$wid" /.swift/bin/swift-run --status 2>&1)
-		echo "$st" | grep -q '^peer xb .* connected ' && break
+		echo "$st" | grep -q '^peer xb\.default .* connected ' && break
 		sleep 1
 		i=$((i + 1))
 	done
 	echo "$st"
 	fact worker_zygote "$(echo "$st" | sed -n 's/^zygote \([^ ]*\) tenant \([^ ]*\) .*/\1 \2/p')"
-	fact worker_peer "$(echo "$st" | sed -n 's/^peer xb [^ ]* \([a-z]*\) .*/\1/p')"
+	fact worker_peer "$(echo "$st" | sed -n 's/^peer xb\.default [^ ]* \([a-z]*\) .*/\1/p')"
 	fact worker_qps "$(echo "$st" | grep -c '^qp ')"
 	fact worker_id_len "${#wid}"
 	# the sidecar runs its own command, with the devices, without a zygote
@@ -467,8 +471,61 @@ JSON
 	echo "$out"
 	fact pingpong_verified "$(echo "$out" | sed -n 's/^pingpong: sent [0-9]*, verified \([0-9]*\),.*/\1/p')"
 	xsync used
+	# pods of namespace evil, which may claim t1 (the open policy) and so
+	# hold its key: one claims the worker's name, and is refused at
+	# Create; one takes the same bare names (pod xpod, container worker),
+	# and is named in its own namespace
+	for e in claim same; do
+		ename=xpod
+		eann=
+		[ $e = claim ] && ename=xclaim && eann='"swift.io/name": "xpod-worker.default",'
+		cat >"$W/evil-$e.json" <<JSON
+{
+  "metadata": {"name": "$ename", "namespace": "evil", "uid": "evil-$e-$(cat /proc/sys/kernel/random/uuid)"},
+  "log_directory": "$W/podlogs/evil-$e",
+  "linux": {"security_context": {"namespace_options": {"network": 2, "pid": 1}}},
+  "annotations": {
+    "swift.io/rdma": "true",
+    "swift.io/zygote": "true",
+    "swift.io/zygote-container": "worker",
+    "swift.io/tenant": "t1",
+    "swift.io/listen": "$([ $e = claim ] && echo 18516 || echo 18517)",
+    $eann
+    "swift.io/peers": "xb=$PEERIP:18515"
+  }
+}
+JSON
+		mkdir -p "$W/podlogs/evil-$e"
+		epod=$(crictl_ runp --runtime swift "$W/evil-$e.json") || fail "crictl runp evil-$e failed"
+		eval "evil_$e=\$epod"
+		if [ $e = claim ]; then
+			# CRI makes the task, where the shim decides, at start
+			ewid=$(crictl_ create "$epod" "$W/worker.json" "$W/evil-$e.json") || fail "crictl create evil-$e worker failed"
+			out=$(crictl_ start "$ewid" 2>&1) && fail "the claim of xpod-worker.default started: $out"
+			echo "$out"
+			echo "$out" | grep -F "a pod's zygote is named in its own namespace" | grep -q evil && fact evil_claim refused
+			continue
+		fi
+		ewid=$(crictl_ create "$epod" "$W/worker.json" "$W/evil-$e.json") || fail "crictl create evil-$e worker failed"
+		crictl_ start "$ewid" || fail "crictl start evil-$e worker failed"
+		i=0
+		while [ $i -lt 20 ]; do
+			est=$(crictl_ exec "$ewid" /.swift/bin/swift-run --status 2>&1)
+			echo "$est" | grep -q '^zygote ' && break
+			sleep 1
+			i=$((i + 1))
+		done
+		echo "$est"
+		fact evil_zygote "$(echo "$est" | sed -n 's/^zygote \([^ ]*\) tenant .*/\1/p')"
+	done
+	st=$(crictl_ exec "$wid" /.swift/bin/swift-run --status 2>&1)
+	fact worker_peer_after_evil "$(echo "$st" | sed -n 's/^peer xb\.default [^ ]* \([a-z]*\) .*/\1/p')"
 	echo "--- worker log"
 	cat "$W/podlogs/worker.log"
+	for epod in "$evil_claim" "$evil_same"; do
+		crictl_ stopp "$epod" >/dev/null || fail "crictl stopp evil failed"
+		crictl_ rmp "$epod" >/dev/null || fail "crictl rmp evil failed"
+	done
 	crictl_ stopp "$pod" >/dev/null || fail "crictl stopp failed"
 	crictl_ rmp "$pod" >/dev/null || fail "crictl rmp failed"
 	fact pods_left "$(crictl_ pods -q | wc -l)"
