@@ -1,22 +1,32 @@
 /* QP exchange between zygotes over TCP, authenticated end to end with the
- * tenant's key (HMAC-SHA-256), its QP parameters encrypted, version 4:
+ * tenant's key (HMAC-SHA-256), its QP parameters encrypted, version 5:
  *
- *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count
- *   server -> initiator  CHAL    nonce_s, HMAC(k, "S" | H)
+ *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count, pub_i
+ *   server -> initiator  CHAL    nonce_s, pub_s, HMAC(k, "S" | H)
  *   initiator -> server  AUTH    HMAC(k, "I" | H), LINKPROOF, SEAL("Q", qpinfo[count]), TAG("Q")
  *   server -> initiator  REPLY   status, count, SEAL("R", qpinfo[count]), TAG("R")
  *   initiator -> server  CONFIRM TAG("C")
  *   server -> initiator  ACK     TAG("A")
  *
- * H is the SHA-256 of the hello's bytes and nonce_s, so both proofs cover
- * every field of the hello: both names (a server answers only for its own
- * name; a client accepts only the server it dialed), the key id, the flags
- * and the count. k is the tenant key the hello names: a ring holds the
- * newest key (dialed with) and the ones still accepted during a rotation.
- * K = HMAC(k, "K" | H) is the session key; TAG(x) is HMAC(K, x | the
- * message), binding every later message to this connection.
- * SEAL(r, m) is m XOR the keystream of r under E = HMAC(k, "E" | H): block j
- * is HMAC(E, r | j as 4 bytes), counter mode over a PRF. The tags cover the
+ * H is the SHA-256 of the hello's bytes, nonce_s and pub_s, so both proofs
+ * cover every field of the hello: both names (a server answers only for
+ * its own name; a client accepts only the server it dialed), the key id,
+ * the flags, the count and the ephemeral keys. k is the tenant key the
+ * hello names: a ring holds the newest key (dialed with) and the ones
+ * still accepted during a rotation.
+ *
+ * S is the exchange's secret. In a first exchange it is X25519 of the two
+ * sides' ephemeral keys (pub_i, pub_s: X25519 public keys whose private
+ * halves live only until S is made; a point of small order, whose S is
+ * zero, is refused), and the exchange makes its link's secret
+ * L = HMAC(k, "L" | H | S). In a later one S is the pair's L, and pub_i
+ * and pub_s are zeros. K = HMAC(k, "K" | H | S) is the session key;
+ * TAG(x) is HMAC(K, x | the message), binding every later message to this
+ * connection. SEAL(r, m) is m XOR the keystream of r under
+ * E = HMAC(k, "E" | H | S): block j is HMAC(E, r | j as 4 bytes), counter
+ * mode over a PRF. So a holder of the tenant key who saw every byte of a
+ * link's exchange and of every later one learns neither L nor any QP
+ * parameter: that takes an ephemeral key. The tags cover the
  * sealed bytes (encrypt-then-MAC), so a QP's number, PSN, GID, slice
  * address and rkey are neither readable nor changeable on the wire.
  *
@@ -24,9 +34,8 @@
  * stands on the tenant key alone. Every later one (a pool's next QPs, a
  * rebuild and the QPs it replaces, QPs on demand, a function's own)
  * proves that it comes from the zygote at the other end of the pair's
- * live link: LINKPROOF is HMAC(L, "P" | H), L = HMAC(k', "L" | H') of the
- * link's own exchange (its key k' and transcript H'), which only the two
- * zygotes of that exchange hold. A key holder under another zygote's name
+ * live link: LINKPROOF is HMAC(L, "P" | H), L the secret of the link's
+ * own exchange, which only the two zygotes of that exchange hold. A key holder under another zygote's name
  * adds, replaces or drops nothing of that pair. (In a first exchange
  * LINKPROOF is zeros, and anything else is refused.) The initiator
  * checks the server's proof before it proves anything; a server that does
@@ -59,11 +68,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "sha256.h"
+#include "x25519.h"
 #include "zygote.h"
 
 #define XMAGIC "SWIFTX05"
-#define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4)
-#define CHAL_LEN (16 + 32)
+#define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4 + 32)
+#define CHAL_LEN (16 + 32 + 32) /* nonce_s, pub_s, the server's proof */
 #define MAC_LEN 32
 #define AUTH_HEAD (2 * MAC_LEN) /* the client's proof and the link proof */
 #define QPINFO_LEN 44
@@ -75,8 +85,9 @@
 #define OFF_NONCE (OFF_KEYID + SWIFT_KEY_ID_MAX)
 #define OFF_FLAGS (OFF_NONCE + 16)
 #define OFF_COUNT (OFF_FLAGS + 4)
+#define OFF_PUB (OFF_COUNT + 4)
 
-_Static_assert(HELLO_LEN == OFF_COUNT + 4, "hello layout");
+_Static_assert(HELLO_LEN == OFF_PUB + 32, "hello layout");
 _Static_assert(sizeof(((struct xconn *)0)->hello) == HELLO_LEN, "the kept hello");
 _Static_assert(AUTH_HEAD + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN <= SWIFT_XBUF, "the largest message fits");
 
@@ -257,15 +268,16 @@ static void mac(const uint8_t *key, size_t klen, char role, const void *a, size_
 	hmac_sha256(key, klen, msg, 1 + alen + blen, out);
 }
 
-/* transcript: H = SHA-256(hello | nonce_s). */
-static void transcript(const uint8_t *hello, const uint8_t nonce_s[16], uint8_t out[32])
+/* transcript: H = SHA-256(hello | nonce_s | pub_s). */
+static void transcript(struct xconn *x, const uint8_t pub_s[32])
 {
 	sha256_ctx c;
 
 	sha256_init(&c);
-	sha256_update(&c, hello, HELLO_LEN);
-	sha256_update(&c, nonce_s, 16);
-	sha256_final(&c, out);
+	sha256_update(&c, x->hello, HELLO_LEN);
+	sha256_update(&c, x->nonce_s, 16);
+	sha256_update(&c, pub_s, 32);
+	sha256_final(&c, x->transcript);
 }
 
 /* tag: TAG(role) over msg, under the session key. */
@@ -293,27 +305,43 @@ void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len)
 	}
 }
 
-static void derive(struct xconn *x, const struct swift_xenv *e, const uint8_t *hello)
+/* derive: the session and seal keys (and a first exchange's link secret)
+ * from the key, the transcript and S (see the top); S is wiped. */
+static void derive(struct xconn *x, const struct swift_xenv *e)
 {
 	const struct swift_key *k = &e->keys[x->key];
 
-	transcript(hello, x->nonce_s, x->transcript);
-	mac(k->key, k->len, 'K', x->transcript, 32, NULL, 0, x->session);
-	mac(k->key, k->len, 'E', x->transcript, 32, NULL, 0, x->seal);
+	mac(k->key, k->len, 'K', x->transcript, 32, x->secret, 32, x->session);
+	mac(k->key, k->len, 'E', x->transcript, 32, x->secret, 32, x->seal);
+	if (x->flags & SWIFT_X_INITIAL) {
+		mac(k->key, k->len, 'L', x->transcript, 32, x->secret, 32, x->link);
+		explicit_bzero(x->secret, sizeof(x->secret));
+	}
 }
 
-/* link_proof: HMAC(L, "P" | x's transcript), L the link's secret (see the
- * top); -1 when peer has no live link. */
-static int link_proof(const struct xconn *x, const struct swift_xenv *e, uint8_t out[32])
+/* link_secret: the L of peer's live link into out; -1 when it has none. */
+static int link_secret(const struct xconn *x, const struct swift_xenv *e, uint8_t out[32])
 {
 	const struct xconn *l = e->ops->link ? e->ops->link(e->ops->ctx, x->peer) : NULL;
-	uint8_t secret[32];
 
-	if (!l || l->key < 0 || l->key >= e->nkeys)
+	if (!l || swift_x25519_zero(l->link))
 		return -1;
-	mac(e->keys[l->key].key, e->keys[l->key].len, 'L', l->transcript, 32, NULL, 0, secret);
-	mac(secret, sizeof(secret), 'P', x->transcript, 32, NULL, 0, out);
-	explicit_bzero(secret, sizeof(secret));
+	memcpy(out, l->link, 32);
+	return 0;
+}
+
+/* link_proof: HMAC(L, "P" | x's transcript), L the secret x stands on. */
+static void link_proof(const struct xconn *x, uint8_t out[32])
+{
+	mac(x->secret, sizeof(x->secret), 'P', x->transcript, 32, NULL, 0, out);
+}
+
+/* ephemeral: a fresh X25519 key pair (priv, pub); -1 without randomness. */
+static int ephemeral(uint8_t priv[32], uint8_t pub[32])
+{
+	if (getrandom(priv, 32, 0) != 32)
+		return -1;
+	swift_x25519_base(pub, priv);
 	return 0;
 }
 
@@ -411,6 +439,12 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 		return;
 	}
 	memset(h, 0, sizeof(h));
+	if ((flags & SWIFT_X_INITIAL) && ephemeral(x->eph, h + OFF_PUB)) {
+		snprintf(x->err, sizeof(x->err), "getrandom: %s", strerror(errno));
+		x->status = errno ? errno : EIO;
+		x->step = X_FLUSH;
+		return;
+	}
 	memcpy(h, XMAGIC, 8);
 	put_name(h + OFF_TENANT, SWIFT_NAME_MAX, e->cfg->tenant);
 	put_name(h + OFF_FROM, SWIFT_NAME_MAX, e->cfg->name);
@@ -525,6 +559,9 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 		    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & (SWIFT_X_INITIAL | SWIFT_X_LINK))) || n < 1 ||
 		    n > SWIFT_X_MAX)
 			return fail(x, e, EPROTO, "bad hello: flags %#x or count %u out of range", x->flags, n);
+		/* an ephemeral key in a first exchange only */
+		if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + OFF_PUB))
+			return fail(x, e, EPROTO, "bad hello: an ephemeral key in a later exchange");
 		x->count = (int)n;
 		memcpy(x->hello, x->in, HELLO_LEN);
 		if (getrandom(x->nonce_s, sizeof(x->nonce_s), 0) != sizeof(x->nonce_s))
@@ -562,9 +599,26 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 				 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
 			return decoy(x);
 		}
-		derive(x, e, x->hello);
+		/* S: a fresh Diffie-Hellman for a first exchange, the link's
+		 * secret for a later one (none: refused below, once the
+		 * initiator proved the key) */
+		memset(ch, 0, sizeof(ch));
+		if (x->flags & SWIFT_X_INITIAL) {
+			uint8_t priv[32];
+
+			if (ephemeral(priv, ch + 16))
+				return fail(x, e, EIO, "getrandom: %s", strerror(errno));
+			swift_x25519(x->secret, priv, x->hello + OFF_PUB);
+			explicit_bzero(priv, sizeof(priv));
+			if (swift_x25519_zero(x->secret))
+				return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
+		} else {
+			x->nolink = link_secret(x, e, x->secret) != 0;
+		}
 		memcpy(ch, x->nonce_s, 16);
-		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 16);
+		transcript(x, ch + 16);
+		derive(x, e);
+		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 48);
 		queue(x, ch, sizeof(ch));
 		expect(x, X_AUTH, AUTH_HEAD + (size_t)x->count * QPINFO_LEN + MAC_LEN);
 		return XC_MORE;
@@ -587,11 +641,15 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 				return refuse(x, e, EBADMSG, 1);
 			}
 		} else {
-			if (link_proof(x, e, want)) {
+			uint8_t now[32];
+
+			/* the link it stands on is still the live one */
+			if (x->nolink || link_secret(x, e, now) || !swift_mac_equal(now, x->secret)) {
 				snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
 					 x->tenant, x->from);
 				return refuse(x, e, ENOLINK, 1);
 			}
+			link_proof(x, want);
 			if (!swift_mac_equal(x->in + MAC_LEN, want)) {
 				x->refused = 1;
 				snprintf(x->err, sizeof(x->err),
@@ -668,19 +726,32 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 	switch (x->step) {
 	case X_CHAL:
 		memcpy(x->nonce_s, x->in, 16);
-		derive(x, e, x->hello);
+		transcript(x, x->in + 16);
 		/* the server proves the key, its name and our hello first: a
 		 * server that cannot gets nothing of ours */
 		mac(k->key, k->len, 'S', x->transcript, 32, NULL, 0, want);
-		if (!swift_mac_equal(x->in + 16, want)) {
+		if (!swift_mac_equal(x->in + 48, want)) {
+			explicit_bzero(x->eph, sizeof(x->eph));
 			x->refused = 1;
 			return fail(x, e, EACCES, "peer %s failed authentication (not tenant %s with key %s, or not zygote %s)",
 				    p->name, e->cfg->tenant, k->id, p->name);
 		}
 		memset(m + MAC_LEN, 0, MAC_LEN);
-		if (!(x->flags & SWIFT_X_INITIAL) && link_proof(x, e, m + MAC_LEN))
-			return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
-				    p->name);
+		if (x->flags & SWIFT_X_INITIAL) {
+			swift_x25519(x->secret, x->eph, x->in + 16);
+			explicit_bzero(x->eph, sizeof(x->eph));
+			if (swift_x25519_zero(x->secret))
+				return fail(x, e, EPROTO, "peer %s sent an ephemeral key of small order", p->name);
+		} else {
+			if (!swift_x25519_zero(x->in + 16))
+				return fail(x, e, EPROTO, "peer %s sent an ephemeral key in a later exchange", p->name);
+			if (link_secret(x, e, x->secret))
+				return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
+					    p->name);
+		}
+		derive(x, e);
+		if (!(x->flags & SWIFT_X_INITIAL))
+			link_proof(x, m + MAC_LEN);
 		for (i = 0; !x->foreign && i < x->count; i++) {
 			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
 

@@ -1,6 +1,6 @@
 /* Unit tests of everything in the zygote that needs no device, built with
  * AddressSanitizer and UndefinedBehaviorSanitizer: SHA-256/HMAC (FIPS and
- * RFC 4231 vectors), the pool description parser, the parent-domain
+ * RFC 4231 vectors), X25519 (RFC 7748 vectors), the pool description parser, the parent-domain
  * allocator, control request decoding (through real sockets, with the fds
  * counted), the scheduling step, relay authorization, and the exchange:
  * both ends against each other over a fake pool, the refusals, and a
@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "sha256.h"
+#include "x25519.h"
 #include "zygote.h"
 
 static int passed, failed;
@@ -129,6 +130,81 @@ static void test_seal(void)
 	swift_seal(key, 'R', buf, 8);
 	hex(buf, 8, h);
 	check(strncmp(h, "fccf27a3904b6e1f", 16) != 0, "seal: another role, another keystream");
+}
+
+static void unhex(const char *s, uint8_t *out, size_t n)
+{
+	size_t i;
+	unsigned v;
+
+	for (i = 0; i < n && sscanf(s + 2 * i, "%2x", &v) == 1; i++)
+		out[i] = (uint8_t)v;
+}
+
+/* X25519 against RFC 7748: section 5.2's two vectors (the second has the
+ * top bit of u set, which is ignored), the iterated one (1 and 1000
+ * times), and section 6.1's Diffie-Hellman between Alice and Bob */
+static void test_x25519(void)
+{
+	static const struct {
+		const char *scalar, *u, *out;
+	} v[] = {
+		{"a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
+		 "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
+		 "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"},
+		{"4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
+		 "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
+		 "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"},
+	};
+	uint8_t k[32], u[32], out[32], a[32], b[32], apub[32], bpub[32], s1[32], s2[32];
+	char h[65], what[200];
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		unhex(v[i].scalar, k, 32);
+		unhex(v[i].u, u, 32);
+		swift_x25519(out, k, u);
+		hex(out, 32, h);
+		snprintf(what, sizeof(what), "x25519: RFC 7748 vector %zu (%s)", i + 1, h);
+		check(!strcmp(h, v[i].out), what);
+	}
+	memset(k, 0, 32);
+	k[0] = 9;
+	memcpy(u, k, 32);
+	for (n = 1; n <= 1000; n++) {
+		swift_x25519(out, k, u);
+		memcpy(u, k, 32);
+		memcpy(k, out, 32);
+		if (n == 1) {
+			hex(k, 32, h);
+			check(!strcmp(h, "422c8e7a6227d7bca1350b3e2bb7279f7897b87bb6854b783c60e80311ae3079"),
+			      "x25519: RFC 7748, iterated once");
+		}
+	}
+	hex(k, 32, h);
+	check(!strcmp(h, "684cf59ba83309552800ef566f2f4d3c1c3887c49360e3875f2eb94d99532c51"),
+	      "x25519: RFC 7748, iterated 1000 times");
+	unhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a", a, 32);
+	unhex("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb", b, 32);
+	swift_x25519_base(apub, a);
+	swift_x25519_base(bpub, b);
+	hex(apub, 32, h);
+	check(!strcmp(h, "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"), "x25519: Alice's public key");
+	hex(bpub, 32, h);
+	check(!strcmp(h, "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"), "x25519: Bob's public key");
+	swift_x25519(s1, a, bpub);
+	swift_x25519(s2, b, apub);
+	hex(s1, 32, h);
+	check(!strcmp(h, "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742") && !memcmp(s1, s2, 32),
+	      "x25519: Alice and Bob share the RFC's secret");
+	/* a point of small order (u = 0, u = 1) gives all zeros: refused */
+	memset(u, 0, 32);
+	swift_x25519(out, a, u);
+	check(swift_x25519_zero(out), "x25519: u = 0 gives the zero secret, which is detected");
+	u[0] = 1;
+	swift_x25519(out, a, u);
+	check(swift_x25519_zero(out) && !swift_x25519_zero(s1), "x25519: so does u = 1; a real secret is not zero");
 }
 
 static int load(const char *text, struct swift_cfg *c, char *err, size_t n)
@@ -1106,6 +1182,93 @@ static void flip(int dir, int msg, uint8_t *buf, size_t n)
 #define K2 "k2:0123456789abcdef-key-two"
 #define K3 "k3:0123456789abcdef-key-three"
 
+/* capture keeps each message of one run_pair: [dir][msg] */
+static uint8_t captured[2][4][SWIFT_XBUF];
+static size_t ncaptured[2][4];
+static void capture(int dir, int msg, uint8_t *buf, size_t n)
+{
+	if (msg < 4 && n <= SWIFT_XBUF) {
+		memcpy(captured[dir][msg], buf, n);
+		ncaptured[dir][msg] = n;
+	}
+}
+
+/* test_key_holder_sniffs: someone who holds the tenant key and saw every
+ * byte of a pair's link exchange and of a later one derives the later
+ * one's seal key from what it saw, for every value the wire shows in the
+ * place of the secret S, and reads no QP number; with the link's real L
+ * the same decoding reads it (so the test can fail). */
+static void test_key_holder_sniffs(void)
+{
+	static const char *key = "0123456789abcdef-key-one"; /* K1's */
+	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	uint8_t h1[32], h2[32], zero[32] = {0}, lk[32], e[32], qp[44], m[65], pub_i[32], pub_s[32];
+	const uint8_t *cand[5];
+	const char *names[5] = {"no S (version 4)", "zeros", "the dialer's ephemeral key", "the server's ephemeral key",
+				"the link's L"};
+	sha256_ctx c;
+	int ra, rb, i, read = 0;
+	char what[200];
+
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	a->fake.no_link = b->fake.no_link = 1;
+	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, capture, &ra, &rb);
+	check(ra == XC_HELD && rb == XC_HELD, "exchange, a key holder sniffs: the link is made");
+	a->fake.link = a->x;
+	b->fake.link = b->x;
+	a->fake.have_link = b->fake.have_link = 1;
+	a->fake.no_link = b->fake.no_link = 0;
+	sha256_init(&c);
+	sha256_update(&c, captured[0][0], ncaptured[0][0]);
+	sha256_update(&c, captured[1][0], 48);
+	sha256_final(&c, h1);
+	memcpy(pub_i, captured[0][0] + ncaptured[0][0] - 32, 32);
+	memcpy(pub_s, captured[1][0] + 16, 32);
+	memset(ncaptured, 0, sizeof(ncaptured));
+	run_pair(a, b, 1, 0, NULL, capture, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE && ncaptured[0][1] >= 64 + 44, "exchange, a key holder sniffs: a later exchange is done");
+	sha256_init(&c);
+	sha256_update(&c, captured[0][0], ncaptured[0][0]);
+	sha256_update(&c, captured[1][0], 48);
+	sha256_final(&c, h2);
+	cand[0] = NULL;
+	cand[1] = zero;
+	cand[2] = pub_i;
+	cand[3] = pub_s;
+	cand[4] = NULL;
+	for (i = 0; i < 5; i++) {
+		const uint8_t *s = cand[i];
+
+		if (i == 4) {
+			memcpy(lk, a->fake.link.link, 32);
+		} else {
+			/* L as the wire allows: HMAC(k, "L" | H1 [| S]) */
+			m[0] = 'L';
+			memcpy(m + 1, h1, 32);
+			if (s)
+				memcpy(m + 33, s, 32);
+			hmac_sha256((const uint8_t *)key, strlen(key), m, s ? 65 : 33, lk);
+		}
+		/* E = HMAC(k, "E" | H2 | L), and version 4's HMAC(k, "E" | H2) */
+		m[0] = 'E';
+		memcpy(m + 1, h2, 32);
+		memcpy(m + 33, lk, 32);
+		hmac_sha256((const uint8_t *)key, strlen(key), m, i == 0 ? 33 : 65, e);
+		memcpy(qp, captured[0][1] + 64, 44);
+		swift_seal(e, 'Q', qp, 44);
+		if (qp[0] == (uint8_t)a->x.local[0].qpn && qp[1] == (uint8_t)(a->x.local[0].qpn >> 8) &&
+		    qp[4] == (uint8_t)a->x.local[0].psn) {
+			read |= 1 << i;
+		}
+		snprintf(what, sizeof(what), "exchange, a key holder sniffs: with %s in the place of S, the QP %s", names[i],
+			 i == 4 ? "is read (the decoding is right)" : "is not read");
+		check(i == 4 ? (read >> i) & 1 : !((read >> i) & 1), what);
+	}
+	free(a);
+	free(b);
+}
+
 static void test_exchange(void)
 {
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
@@ -1163,7 +1326,7 @@ static void test_exchange(void)
 		 * with a link of its own) is not the link's other end */
 		side_init(imp, "a", "t1", K1, "b");
 		imp->fake.link = a->fake.link;
-		imp->fake.link.transcript[0] ^= 1;
+		imp->fake.link.link[0] ^= 1;
 		imp->fake.have_link = 1;
 		b->fake.created = b->fake.nreplaced = 0;
 		run_pair(imp, b, 2, 0, rep, NULL, &ra, &rb);
@@ -1379,6 +1542,7 @@ static void test_exchange(void)
 			{"empty name", 8 + SWIFT_NAME_MAX, 0, 1},
 			{"empty name dialed", 8 + 2 * SWIFT_NAME_MAX, 0, 1},
 			{"key id unterminated", 8 + 3 * SWIFT_NAME_MAX, 'k', 16},
+			{"an ephemeral key in a later exchange", 8 + 3 * SWIFT_NAME_MAX + 16 + 16 + 8, 1, 1},
 		};
 		size_t k;
 
@@ -1401,6 +1565,31 @@ static void test_exchange(void)
 			check(rc == XC_FAIL && b->x.outlen == 0 && b->fake.created == 0, what);
 		}
 	}
+	/* a first exchange whose ephemeral key is a point of small order
+	 * (u = 0 or 1: the shared secret would be zero, known to all) */
+	{
+		static const uint8_t small[2] = {0, 1};
+		size_t k;
+
+		for (k = 0; k < sizeof(small); k++) {
+			uint8_t h[SWIFT_XBUF];
+			size_t n;
+			int rc;
+
+			side_init(a, "a", "t1", K1, "b");
+			side_init(b, "b", "t1", K1, "a");
+			swift_xconn_client(&a->x, &a->env, 0, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL);
+			n = take(&a->x, h, sizeof(h));
+			memset(h + n - 32, 0, 32);
+			h[n - 32] = small[k];
+			swift_xconn_server(&b->x);
+			rc = feed(&b->x, &b->env, h, n, n);
+			snprintf(what, sizeof(what), "exchange: a first exchange with the ephemeral key u = %u refused (%s)",
+				 small[k], b->x.err);
+			check(rc == XC_FAIL && b->x.outlen == 0 && b->fake.created == 0 && strstr(b->x.err, "small order"), what);
+		}
+	}
+	test_key_holder_sniffs();
 	free(a);
 	free(b);
 }
@@ -1511,13 +1700,17 @@ static void mutate(uint8_t *p, size_t *n, size_t max, uint64_t *s)
 
 /* The protocol's MACs, computed here from its description, to send a
  * server valid proofs around mutated QPs (and so reach the QP parsing). */
-static void proto_mac(const char *secret, char role, const uint8_t h[32], uint8_t out[32])
+/* proto_mac: HMAC(secret, role | h | s), s (the exchange's secret S) or
+ * nothing when NULL */
+static void proto_mac(const char *secret, char role, const uint8_t h[32], const uint8_t *s, uint8_t out[32])
 {
-	uint8_t m[33];
+	uint8_t m[65];
 
 	m[0] = (uint8_t)role;
 	memcpy(m + 1, h, 32);
-	hmac_sha256((const uint8_t *)secret, strlen(secret), m, sizeof(m), out);
+	if (s)
+		memcpy(m + 33, s, 32);
+	hmac_sha256((const uint8_t *)secret, strlen(secret), m, s ? 65 : 33, out);
 }
 
 static void proto_tag(const uint8_t k[32], char role, const uint8_t *msg, size_t n, uint8_t out[32])
@@ -1529,30 +1722,43 @@ static void proto_tag(const uint8_t k[32], char role, const uint8_t *msg, size_t
 	hmac_sha256(k, 32, m, 1 + n, out);
 }
 
-/* test_mutations feeds mutated transcripts to both ends: a server gets a
- * hello (mutated, or valid and then valid proofs around mutated QPs, tagged
- * anew half of the time), a client gets a mutated challenge, reply and ack
- * (the challenge's proof computed anew, so that the reply is parsed).
+/* test_mutations feeds mutated transcripts to both ends: later exchanges
+ * over a link both ends hold (L known to the harness), and one in 64 a
+ * first exchange, where the harness plays the other end's ephemeral key
+ * (X25519 is slow under the sanitizers). A server gets
+ * a hello (mutated, or valid and then valid proofs around mutated QPs,
+ * tagged anew half of the time), a client gets a mutated challenge, reply
+ * and ack (the challenge's proof computed anew, so that the reply is
+ * parsed).
  * Whatever arrives, an end returns, and one that fails or is cut off
  * leaves no row behind. */
 static void test_mutations(long iterations)
 {
 	static const char *secret = "0123456789abcdef-key-one";
 	struct side *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
-	uint8_t buf[SWIFT_XBUF * 2], h[32], sess[32], m[SWIFT_XBUF];
+	uint8_t buf[SWIFT_XBUF * 2], h[32], sess[32], m[SWIFT_XBUF], dh[32], priv[32], pub[32], lk[32], lp[33];
 	uint64_t seed = 0x9e3779b97f4a7c15ULL;
-	long i, done = 0, failed_ends = 0, leaks = 0, deep = 0;
+	long i, done = 0, failed_ends = 0, leaks = 0, deep = 0, parsed = 0;
 	int rc;
+
+	memset(priv, 0x5a, sizeof(priv));
+	swift_x25519_base(pub, priv);
+	memset(lk, 0x4c, sizeof(lk));
 
 	for (i = 0; i < iterations; i++) {
 		int server = (int)(rnd(&seed) & 1);
 		size_t chunk = 1 + rnd(&seed) % 64, n, hn;
 		sha256_ctx c;
 
+		int initial = rnd(&seed) % 64 == 0;
+
 		side_init(a, "a", "t1", K1, "b");
 		side_init(b, "b", "t1", K1, "a");
-		swift_xconn_client(&a->x, &a->env, 0, 1 + (int)(rnd(&seed) % 4), (unsigned)(rnd(&seed) % 2) * SWIFT_X_LINK, NULL,
-				   NULL);
+		memcpy(a->fake.link.link, lk, 32);
+		memcpy(b->fake.link.link, lk, 32);
+		a->fake.have_link = b->fake.have_link = !initial;
+		swift_xconn_client(&a->x, &a->env, 0, 1 + (int)(rnd(&seed) % 4),
+				   (initial ? SWIFT_X_INITIAL : 0) | (unsigned)(rnd(&seed) % 2) * SWIFT_X_LINK, NULL, NULL);
 		hn = take(&a->x, buf, sizeof(buf));
 		if (server) {
 			swift_xconn_server(&b->x);
@@ -1562,30 +1768,43 @@ static void test_mutations(long iterations)
 				rc = feed(&b->x, &b->env, buf, n, chunk);
 			} else {
 				rc = feed(&b->x, &b->env, buf, hn, chunk);
+				take(&b->x, m, sizeof(m)); /* the challenge: nonce_s, pub_s, proof */
 				if (rc == XC_MORE && b->x.step == X_AUTH) {
 					int count = b->x.count, q;
 
 					sha256_init(&c);
 					sha256_update(&c, buf, hn);
-					sha256_update(&c, b->x.nonce_s, 16);
+					sha256_update(&c, m, 48);
 					sha256_final(&c, h);
-					proto_mac(secret, 'I', h, m);
-					proto_mac(secret, 'K', h, sess);
+					if (initial)
+						swift_x25519(dh, a->x.eph, m + 16);
+					else
+						memcpy(dh, lk, 32);
+					proto_mac(secret, 'I', h, NULL, m);
+					memset(m + 32, 0, 32); /* no link proof in a first exchange */
+					if (!initial) {
+						lp[0] = 'P';
+						memcpy(lp + 1, h, 32);
+						hmac_sha256(lk, 32, lp, sizeof(lp), m + 32);
+					}
+					proto_mac(secret, 'K', h, dh, sess);
 					for (q = 0; q < count; q++) {
 						uint32_t v[11] = {0x100 + (uint32_t)q, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
-						memcpy(m + 32 + 44 * q, v, 44);
+						memcpy(m + 64 + 44 * q, v, 44);
 					}
-					n = 32 + 44 * (size_t)count;
-					mutate(m + 32, &n, sizeof(m) - 64, &seed);
-					n += 32;
-					if (n >= 32 && rnd(&seed) % 2) {
+					n = 44 * (size_t)count;
+					mutate(m + 64, &n, sizeof(m) - 128, &seed);
+					n += 64;
+					if (rnd(&seed) % 2) {
 						/* tagged anew: the mutated QPs are parsed */
-						proto_tag(sess, 'Q', m + 32, n - 32, m + n);
+						proto_tag(sess, 'Q', m + 64, n - 64, m + n);
 						n += 32;
 						deep++;
 					}
 					rc = feed(&b->x, &b->env, m, n, chunk);
+					if (b->x.step != X_AUTH && strstr(b->x.err, "changed in transit") == NULL)
+						parsed++; /* past the QPs' tag */
 					if (rc == XC_MORE && b->x.step == X_CONFIRM) {
 						proto_tag(sess, 'C', m, 0, m);
 						rc = feed(&b->x, &b->env, m, 32, chunk);
@@ -1608,17 +1827,24 @@ static void test_mutations(long iterations)
 			}
 		} else {
 			/* a valid challenge for this hello, then a mutated reply */
-			uint8_t ch[48], r[8 + 64 * 44 + 32];
+			uint8_t ch[80], r[8 + 64 * 44 + 32];
 			int count = a->x.count, q;
 
 			memset(ch, 0x33, 16);
+			memset(ch + 16, 0, 32);
+			if (initial)
+				memcpy(ch + 16, pub, 32);
 			sha256_init(&c);
 			sha256_update(&c, buf, hn);
-			sha256_update(&c, ch, 16);
+			sha256_update(&c, ch, 48);
 			sha256_final(&c, h);
-			proto_mac(secret, 'S', h, ch + 16);
-			proto_mac(secret, 'K', h, sess);
-			n = 48;
+			if (initial)
+				swift_x25519(dh, priv, buf + hn - 32);
+			else
+				memcpy(dh, lk, 32);
+			proto_mac(secret, 'S', h, NULL, ch + 48);
+			proto_mac(secret, 'K', h, dh, sess);
+			n = 80;
 			if (rnd(&seed) % 8 == 0)
 				mutate(ch, &n, sizeof(ch), &seed);
 			rc = feed(&a->x, &a->env, ch, n, chunk);
@@ -1642,6 +1868,8 @@ static void test_mutations(long iterations)
 				n += 32;
 				rc = feed(&a->x, &a->env, r, n, chunk);
 				take(&a->x, m, sizeof(m));
+				if (a->x.step == X_ACK || strstr(a->x.err, "out of range") || strstr(a->x.err, "connect QP"))
+					parsed++; /* past the reply's tag */
 				if (rc == XC_MORE && a->x.step == X_ACK) {
 					proto_tag(sess, 'A', m, 0, m);
 					n = 32;
@@ -1663,11 +1891,12 @@ static void test_mutations(long iterations)
 			}
 		}
 	}
-	printf("mutations: %ld inputs (%ld with valid tags around mutated QPs), %ld ends refused, %ld completed\n",
-	       iterations, deep, failed_ends, done);
+	printf("mutations: %ld inputs (%ld with valid tags around mutated QPs, %ld parsed), %ld ends refused, %ld completed\n",
+	       iterations, deep, parsed, failed_ends, done);
 	check(leaks == 0, "mutations: no end that failed or was cut off kept a row");
 	check(failed_ends > iterations / 4, "mutations: most mutated transcripts are refused");
-	check(deep > iterations / 8, "mutations: many reach the parsing of QPs behind valid tags");
+	check(deep > iterations / 8, "mutations: many are tagged anew around mutated QPs");
+	check(parsed > iterations / 16, "mutations: many reach the parsing of QPs behind valid tags");
 	free(a);
 	free(b);
 }
@@ -1897,6 +2126,7 @@ int main(void)
 	test_schedule();
 	test_relay();
 	test_seal();
+	test_x25519();
 	test_exchange();
 	test_keys();
 	test_esc();

@@ -423,9 +423,15 @@ struct xconn {
 	int foreign;                 /* client: QPs of a function, no rows */
 	int key;                     /* index of the key in use */
 	uint8_t nonce_i[16], nonce_s[16];
-	uint8_t hello[8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 24]; /* as sent */
+	uint8_t hello[8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 24 + 32]; /* as sent */
 	uint8_t reply[8];            /* the reply's header, for its tag */
-	uint8_t transcript[32];      /* SHA-256 of the hello and nonce_s */
+	uint8_t transcript[32];      /* SHA-256 of the hello, nonce_s and pub_s */
+	uint8_t eph[32];             /* client, first exchange: its ephemeral
+	                              * X25519 key until the challenge */
+	uint8_t secret[32];          /* S: the ephemeral X25519 secret (a first
+	                              * exchange) or the link's L (a later one) */
+	int nolink;                  /* server: a later exchange, and no link */
+	uint8_t link[32];            /* a first exchange: the link's secret L */
 	uint8_t session[32];         /* tags every message after the proofs */
 	uint8_t seal[32];            /* encrypts the QP parameters (swift_seal) */
 	char tenant[SWIFT_NAME_MAX], from[SWIFT_NAME_MAX], to[SWIFT_NAME_MAX];

@@ -548,7 +548,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		{"sniff", "sniff.c", []string{"-static"}},
 		// the impostor speaks the zygotes' protocol: it is built from it
 		{"impostor", "impostor.c", []string{"-static", "-D_GNU_SOURCE", "-I", zdir, filepath.Join(zdir, "exchange.c"),
-			filepath.Join(zdir, "sha256.c"), filepath.Join(zdir, "util.c"), filepath.Join(zdir, "config.c")}},
+			filepath.Join(zdir, "sha256.c"), filepath.Join(zdir, "x25519.c"), filepath.Join(zdir, "util.c"), filepath.Join(zdir, "config.c")}},
 		{"qpbench", "qpbench.c", []string{"-libverbs"}},
 	}
 	var built []string

@@ -101,10 +101,12 @@ int main(int argc, char **argv)
 	count = argc - 4;
 	for (int j = 0; j < count; j++)
 		replaces[j] = (uint32_t)strtoul(argv[4 + j], NULL, 10);
-	/* a link it did not take part in: any transcript will do */
+	/* a link it did not take part in: any link secret will do (its own
+	 * first exchange with ib would have made one, which is not the one
+	 * ib holds with ia) */
 	m.link.key = 0;
 	m.link.flags = SWIFT_X_LINK;
-	if (getrandom(m.link.transcript, sizeof(m.link.transcript), 0) != sizeof(m.link.transcript))
+	if (getrandom(m.link.link, sizeof(m.link.link), 0) != sizeof(m.link.link))
 		return 2;
 	m.next_qpn = 0x7000;
 	fd = swift_dial(in.s_addr, cfg.peers[i].port, 0);
