@@ -66,6 +66,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "sha256.h"
 #include "x25519.h"
@@ -240,6 +241,54 @@ int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max
 		snprintf(err, errlen, "no key");
 		return -1;
 	}
+	return nk;
+}
+
+int swift_keys_load(const struct swift_cfg *c, struct swift_key *keys, int max, char *err, size_t errlen)
+{
+	uint8_t b[4096];
+	char why[200];
+	struct stat st;
+	size_t n = 0;
+	ssize_t r = 1;
+	int fd, nk;
+
+	if (!c->key_file[0]) {
+		if (max < 1)
+			return -1;
+		memset(&keys[0], 0, sizeof(keys[0]));
+		strcpy(keys[0].id, "name");
+		keys[0].len = strlen(c->tenant);
+		memcpy(keys[0].key, c->tenant, keys[0].len);
+		return 1;
+	}
+	fd = open(c->key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		snprintf(err, errlen, "tenant key %s: %s", c->key_file, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 1 || (size_t)st.st_size > sizeof(b)) {
+		snprintf(err, errlen, "tenant key %s: not a regular file of 1 to %zu bytes", c->key_file, sizeof(b));
+		close(fd);
+		return -1;
+	}
+	while (n < sizeof(b) && r > 0) {
+		r = read(fd, b + n, sizeof(b) - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0 && errno == EINTR)
+			r = 1;
+	}
+	close(fd);
+	if (r < 0 || n != (size_t)st.st_size) {
+		snprintf(err, errlen, "tenant key %s: short read", c->key_file);
+		explicit_bzero(b, sizeof(b));
+		return -1;
+	}
+	nk = swift_keys_parse(b, n, keys, max, why, sizeof(why));
+	explicit_bzero(b, sizeof(b));
+	if (nk < 0)
+		snprintf(err, errlen, "tenant key %s: %s", c->key_file, why);
 	return nk;
 }
 

@@ -201,50 +201,20 @@ static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err
 	return n;
 }
 
-/* key_from_file: a regular file of at most 4096 bytes (tests without a shim). */
-static ssize_t key_from_file(struct zygote *z, uint8_t *b, size_t max, char *err, size_t errlen)
-{
-	struct stat st;
-	ssize_t n;
-	int fd = open(z->cfg.key_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-
-	if (fd < 0) {
-		snprintf(err, errlen, "tenant key %s: %s", z->cfg.key_file, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 1 || (size_t)st.st_size > max) {
-		snprintf(err, errlen, "tenant key %s: not a regular file of 1 to %zu bytes", z->cfg.key_file, max);
-		close(fd);
-		return -1;
-	}
-	n = read_all(fd, b, max, swift_now_us() + 10 * 1000000ull);
-	close(fd);
-	if (n != st.st_size) {
-		snprintf(err, errlen, "tenant key %s: short read", z->cfg.key_file);
-		explicit_bzero(b, max);
-		return -1;
-	}
-	return n;
-}
-
 static int read_key(struct zygote *z, char *err, size_t errlen)
 {
 	uint8_t b[4096];
 	char why[200];
 	ssize_t n;
 
-	if (z->cfg.key_pipe)
-		n = key_from_shim(z, b, sizeof(b), err, errlen);
-	else if (z->cfg.key_file[0])
-		n = key_from_file(z, b, sizeof(b), err, errlen);
-	else {
-		/* no key: authenticate with the tenant name alone (tests without a shim) */
-		strcpy(z->keys[0].id, "name");
-		z->keys[0].len = strlen(z->cfg.tenant);
-		memcpy(z->keys[0].key, z->cfg.tenant, z->keys[0].len);
-		z->nkeys = 1;
-		return 0;
+	if (!z->cfg.key_pipe) {
+		/* tests without a shim: a key file, or the tenant's name */
+		z->nkeys = swift_keys_load(&z->cfg, z->keys, SWIFT_KEYS_MAX, err, errlen);
+		if (z->nkeys < 0)
+			z->nkeys = 0;
+		return z->nkeys > 0 ? 0 : -1;
 	}
+	n = key_from_shim(z, b, sizeof(b), err, errlen);
 	if (n < 0)
 		return -1;
 	z->nkeys = swift_keys_parse(b, (size_t)n, z->keys, SWIFT_KEYS_MAX, why, sizeof(why));

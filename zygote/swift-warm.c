@@ -50,38 +50,12 @@ struct warm {
  * description (key_pipe) names none: its key is its zygote's alone. */
 static int read_key(struct warm *w, char *err, size_t errlen)
 {
-	uint8_t b[4097];
-	struct stat st;
-	ssize_t n;
-	int fd;
-
 	if (w->cfg.key_pipe && !w->cfg.key_file[0]) {
 		snprintf(err, errlen, "tenant key: this description's key is handed to its zygote only (key_pipe): "
 				      "--direct needs a description with a key_file");
 		return -1;
 	}
-	if (!w->cfg.key_file[0]) {
-		strcpy(w->keys[0].id, "name");
-		w->keys[0].len = strlen(w->cfg.tenant);
-		memcpy(w->keys[0].key, w->cfg.tenant, w->keys[0].len);
-		w->nkeys = 1;
-		return 0;
-	}
-	fd = open(w->cfg.key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "tenant key %s: %s", w->cfg.key_file,
-			 fd < 0 ? strerror(errno) : "not a regular file");
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	n = read(fd, b, sizeof(b));
-	close(fd);
-	if (n < 0 || n > 4096) {
-		snprintf(err, errlen, "tenant key %s: unreadable or longer than 4096 bytes", w->cfg.key_file);
-		return -1;
-	}
-	w->nkeys = swift_keys_parse(b, (size_t)n, w->keys, SWIFT_KEYS_MAX, err, errlen);
+	w->nkeys = swift_keys_load(&w->cfg, w->keys, SWIFT_KEYS_MAX, err, errlen);
 	return w->nkeys > 0 ? 0 : -1;
 }
 

@@ -1634,6 +1634,58 @@ static void test_keys(void)
 		      k[0].len == 32,
 	      "keys: a raw key (a node-local one from before rings) is one key, local");
 	check(swift_keys_parse(raw, 8, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0, "keys: a raw key of 8 bytes refused");
+	{
+		/* swift_keys_load: a key file read as swift-init and swift-warm
+		 * read it without a shim; anything but a regular file of 1 to
+		 * 4096 bytes is refused at once, never waited on */
+		struct swift_cfg c;
+		char dir[] = "/tmp/swift-keys-XXXXXX", path[64], link[64], fifo[64], big[4097];
+		int fd;
+
+		memset(&c, 0, sizeof(c));
+		strcpy(c.tenant, "t1");
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) == 1 && !strcmp(k[0].id, "name") &&
+			      k[0].len == 2 && !memcmp(k[0].key, "t1", 2),
+		      "keys load: without a key file, the tenant's name");
+		if (!mkdtemp(dir)) {
+			check(0, "keys load: mkdtemp");
+			return;
+		}
+		snprintf(path, sizeof(path), "%s/ring", dir);
+		snprintf(link, sizeof(link), "%s/link", dir);
+		snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		check(fd >= 0 && write(fd, ring, strlen(ring)) == (ssize_t)strlen(ring), "keys load: write a ring");
+		close(fd);
+		snprintf(c.key_file, sizeof(c.key_file), "%s", path);
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) == 2 && !strcmp(k[0].id, "k2"),
+		      "keys load: a ring file of two keys");
+		check(symlink(path, link) == 0, "keys load: symlink");
+		snprintf(c.key_file, sizeof(c.key_file), "%s", link);
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0 && strstr(err, link),
+		      "keys load: a symbolic link is refused");
+		check(mkfifo(fifo, 0600) == 0, "keys load: mkfifo");
+		snprintf(c.key_file, sizeof(c.key_file), "%s", fifo);
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0 && strstr(err, "not a regular file"),
+		      "keys load: a FIFO is refused without waiting for a writer");
+		memset(big, 'k', sizeof(big));
+		fd = open(path, O_WRONLY | O_TRUNC);
+		check(fd >= 0 && write(fd, big, sizeof(big)) == (ssize_t)sizeof(big), "keys load: write 4097 bytes");
+		close(fd);
+		snprintf(c.key_file, sizeof(c.key_file), "%s", path);
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0 && strstr(err, "1 to 4096 bytes"),
+		      "keys load: a file of 4097 bytes is refused");
+		fd = open(path, O_WRONLY | O_TRUNC);
+		check(fd >= 0 && write(fd, "k1 00\n", 6) == 6, "keys load: write a bad ring");
+		close(fd);
+		check(swift_keys_load(&c, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0 && strstr(err, path) &&
+			      strstr(err, "want 64 hex digits"),
+		      "keys load: a bad ring is refused, naming the file and the line");
+		unlink(path);
+		unlink(link);
+		unlink(fifo);
+		rmdir(dir);
+	}
 }
 
 /* A small deterministic generator (xorshift), so a failure reproduces. */

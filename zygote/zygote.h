@@ -372,6 +372,11 @@ void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len);
  * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
  * of keys, or -1 with err. */
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
+/* Load the keys of a description without a shim's handoff: its key_file
+ * (a regular file of 1 to 4096 bytes, opened without following a link
+ * and without blocking), or with none the tenant's name as the key (tests
+ * without a shim). Returns the number of keys, or -1 with err. */
+int swift_keys_load(const struct swift_cfg *c, struct swift_key *keys, int max, char *err, size_t errlen);
 
 /* Row operations the exchange calls; the unit tests supply fakes. */
 struct swift_rowops {

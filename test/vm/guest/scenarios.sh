@@ -488,6 +488,30 @@ zdiag() {
 	cat "$W/$1.out"
 }
 
+# sniffed STATUS PEER FILE: what a sniffer's FILE (test/vm/csrc/sniff.c)
+# read of the QPs STATUS lists with PEER: exchange_qpn_seen counts the QP
+# numbers found in the exchange's TCP payloads (as they would be put there
+# in the clear: 4 bytes little endian), roce_seen whether a RoCE packet
+# to one of them was read.
+sniffed() {
+	qpns=$(echo "$1" | sed -n "s/^qp [0-9]* peer $2 qpn \([0-9]*\) remote \([0-9]*\).*/\1 \2/p" | tr '\n' ' ')
+	echo "QPNs with $2: $qpns"
+	seen=0
+	roce=0
+	for q in $qpns; do
+		le=$(printf '%02x%02x%02x00' $((q & 255)) $((q >> 8 & 255)) $((q >> 16 & 255)))
+		n=$(grep '^tcp ' "$3" | awk '{print $4}' | grep -c "$le")
+		[ "$n" -gt 0 ] && echo "QPN $q ($le) read in the exchange"
+		seen=$((seen + n))
+		roce=$((roce + $(grep -c "^bth $q " "$3")))
+	done
+	fact sniffed_qpns "$(echo $qpns | wc -w)"
+	fact tcp_lines "$(grep -c '^tcp ' "$3")"
+	fact exchange_qpn_seen "$seen"
+	if [ "$roce" -gt 0 ]; then fact roce_seen yes; else fact roce_seen no; fi
+	grep '^tcp ' "$3" | head -4 | cut -c1-160
+}
+
 # echo_ready ID PEER: wait (at most 30 s) until ID's echo function holds
 # its QPs to PEER (the status shows them assigned), and a moment for it to
 # post its receives: a SEND before that finds no receive and fails.
