@@ -6,7 +6,7 @@
 //	# comments and blank lines are ignored
 //	<id> <64 hex digits: a 32-byte key>
 //
-// IDs are 1 to 16 characters of [a-z0-9-]. Every key in the ring is
+// IDs are 1 to 15 characters of [a-z0-9-]. Every key in the ring is
 // accepted from a peer; the first is the one a zygote dials with. Rotation
 // puts a new key first and keeps the previous one, so that nodes that have
 // the new ring and nodes that still have the old one keep accepting each

@@ -30,7 +30,7 @@ const MaxKeys = 8
 // LocalID is the ID of a node-local key.
 const LocalID = "local"
 
-var idPattern = regexp.MustCompile(`^[a-z0-9-]{1,16}$`)
+var idPattern = regexp.MustCompile(`^[a-z0-9-]{1,15}$`)
 
 // Key is one key of a ring.
 type Key struct {
@@ -67,7 +67,7 @@ func Parse(name string, b []byte) (Ring, error) {
 			return nil, fmt.Errorf("%s:%d: want \"<id> <%d hex digits>\": %w", name, line, 2*KeyLen, errdefs.ErrInvalidArgument)
 		}
 		if !ValidID(f[0]) {
-			return nil, fmt.Errorf("%s:%d: key id %q: want 1 to 16 of a-z, 0-9, '-': %w", name, line, f[0], errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("%s:%d: key id %q: want 1 to 15 of a-z, 0-9, '-': %w", name, line, f[0], errdefs.ErrInvalidArgument)
 		}
 		if seen[f[0]] {
 			return nil, fmt.Errorf("%s:%d: key id %q given twice: %w", name, line, f[0], errdefs.ErrInvalidArgument)
@@ -107,7 +107,7 @@ func New(id string) (Key, error) {
 		id = time.Now().UTC().Format("20060102-150405")
 	}
 	if !ValidID(id) {
-		return Key{}, fmt.Errorf("key id %q: want 1 to 16 of a-z, 0-9, '-': %w", id, errdefs.ErrInvalidArgument)
+		return Key{}, fmt.Errorf("key id %q: want 1 to 15 of a-z, 0-9, '-': %w", id, errdefs.ErrInvalidArgument)
 	}
 	k := make([]byte, KeyLen)
 	if _, err := rand.Read(k); err != nil {

@@ -30,6 +30,8 @@ func TestParse(t *testing.T) {
 		{"three fields", "k1 " + hexKey(1) + " x\n", "ring:1: want"},
 		{"upper-case id", "K1 " + hexKey(1) + "\n", `ring:1: key id "K1"`},
 		{"long id", "abcdefghijklmnopq " + hexKey(1) + "\n", "ring:1: key id"},
+		// the exchange's hello holds an id of 15 and its NUL
+		{"id of 16", "abcdefghijklmnop " + hexKey(1) + "\n", `ring:1: key id "abcdefghijklmnop": want 1 to 15`},
 		{"short key", "k1 " + hexKey(1)[:62] + "\n", "ring:1: key k1: want 64 hex digits"},
 		{"long key", "k1 " + hexKey(1) + "00\n", "ring:1: key k1"},
 		{"not hex", "k1 " + strings.Repeat("zz", 32) + "\n", "ring:1: key k1"},

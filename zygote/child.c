@@ -174,6 +174,7 @@ static void scrub(struct zygote *z, int slot)
 	if (!un)
 		die(126, "malloc");
 	explicit_bzero(z->keys, sizeof(z->keys));
+	explicit_bzero(&z->xeph, sizeof(z->xeph));
 	z->nkeys = 0;
 	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &z->dev.rows[i];

@@ -66,14 +66,27 @@ int swift_names_peer(const char *self, const char *want, const char *peer)
 	return ns && !strchr(want, '.') && !strncmp(peer, want, n) && !strcmp(peer + n, ns);
 }
 
-int swift_find_peer_named(const struct swift_cfg *c, const char *want)
+int swift_peer_named(const char *self, const char *const *names, int n, const char *want)
 {
 	int i;
 
-	for (i = 0; i < c->npeers; i++)
-		if (swift_names_peer(c->name, want, c->peers[i].name))
+	for (i = 0; i < n; i++)
+		if (!strcmp(names[i], want))
+			return i;
+	for (i = 0; i < n; i++)
+		if (swift_names_peer(self, want, names[i]))
 			return i;
 	return -1;
+}
+
+int swift_find_peer_named(const struct swift_cfg *c, const char *want)
+{
+	const char *names[SWIFT_MAX_PEERS];
+	int i;
+
+	for (i = 0; i < c->npeers; i++)
+		names[i] = c->peers[i].name;
+	return swift_peer_named(c->name, names, c->npeers, want);
 }
 
 static int number(const char *v, long lo, long hi, long *out)

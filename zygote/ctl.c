@@ -185,9 +185,8 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 	if (!v->have_dev)
 		return refuse(p, ENODEV, "this zygote has no RDMA device");
 	if (r->peer[0]) {
-		for (i = 0; i < v->npeers && !swift_names_peer(v->self, r->peer, v->names[i]); i++)
-			;
-		if (i == v->npeers)
+		i = swift_peer_named(v->self, v->names, v->npeers, r->peer);
+		if (i < 0)
 			return refuse(p, ENOENT, "unknown peer %s", r->peer);
 		p->peer = i;
 	} else {

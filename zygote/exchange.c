@@ -1,5 +1,5 @@
 /* QP exchange between zygotes over TCP, authenticated end to end with the
- * tenant's key (HMAC-SHA-256), its QP parameters encrypted, version 5:
+ * tenant's key (HMAC-SHA-256), its QP parameters encrypted, version 6:
  *
  *   initiator -> server  HELLO   magic, tenant, from, to, key id, nonce_i, flags, count, pub_i
  *   server -> initiator  CHAL    nonce_s, pub_s, HMAC(k, "S" | H)
@@ -16,9 +16,11 @@
  * still accepted during a rotation.
  *
  * S is the exchange's secret. In a first exchange it is X25519 of the two
- * sides' ephemeral keys (pub_i, pub_s: X25519 public keys whose private
- * halves live only until S is made; a point of small order, whose S is
- * zero, is refused), and the exchange makes its link's secret
+ * sides' ephemeral keys (pub_i, fresh for the exchange; pub_s, the
+ * server's, renewed every minute, so that a hello, which proves nothing
+ * yet, costs the server no X25519: it computes S only once the initiator
+ * proved the key; a point of small order, whose S is zero, is refused),
+ * and the exchange makes its link's secret
  * L = HMAC(k, "L" | H | S). In a later one S is the pair's L, and pub_i
  * and pub_s are zeros. K = HMAC(k, "K" | H | S) is the session key;
  * TAG(x) is HMAC(K, x | the message), binding every later message to this
@@ -72,7 +74,7 @@
 #include "x25519.h"
 #include "zygote.h"
 
-#define XMAGIC "SWIFTX05"
+#define XMAGIC "SWIFTX06"
 #define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4 + 32)
 #define CHAL_LEN (16 + 32 + 32) /* nonce_s, pub_s, the server's proof */
 #define MAC_LEN 32
@@ -204,8 +206,9 @@ int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max
 			snprintf(err, errlen, "line %d: more than %d keys", line, max);
 			return -1;
 		}
-		if (idlen < 1 || idlen > SWIFT_KEY_ID_MAX) {
-			snprintf(err, errlen, "line %d: a key id of 1 to %d characters", line, SWIFT_KEY_ID_MAX);
+		if (idlen < 1 || idlen > SWIFT_KEY_ID_MAX - 1) {
+			/* the hello's key id field holds it and its NUL */
+			snprintf(err, errlen, "line %d: a key id of 1 to %d characters", line, SWIFT_KEY_ID_MAX - 1);
 			return -1;
 		}
 		for (k = 0; k < idlen; k++)
@@ -315,6 +318,7 @@ static void mac(const uint8_t *key, size_t klen, char role, const void *a, size_
 	if (blen)
 		memcpy(msg + 1 + alen, b, blen);
 	hmac_sha256(key, klen, msg, 1 + alen + blen, out);
+	explicit_bzero(msg, 1 + alen + blen); /* it may hold S */
 }
 
 /* transcript: H = SHA-256(hello | nonce_s | pub_s). */
@@ -391,6 +395,26 @@ static int ephemeral(uint8_t priv[32], uint8_t pub[32])
 	if (getrandom(priv, 32, 0) != 32)
 		return -1;
 	swift_x25519_base(pub, priv);
+	return 0;
+}
+
+/* server_key: the server's key pair for a first exchange into priv and
+ * pub: the kept one while it is younger than SWIFT_XEPH_US, else a new one
+ * (with no place to keep it, a new one each time). */
+static int server_key(const struct swift_xenv *e, uint8_t priv[32], uint8_t pub[32])
+{
+	struct swift_xeph *k = e->eph;
+	uint64_t now = swift_now_us();
+
+	if (!k)
+		return ephemeral(priv, pub);
+	if (!k->born_us || now - k->born_us >= SWIFT_XEPH_US) {
+		if (ephemeral(k->priv, k->pub))
+			return -1;
+		k->born_us = now;
+	}
+	memcpy(priv, k->priv, 32);
+	memcpy(pub, k->pub, 32);
 	return 0;
 }
 
@@ -583,7 +607,7 @@ static int peer_from(const struct swift_peer *p, uint32_t source)
 static int server_advance(struct xconn *x, const struct swift_xenv *e)
 {
 	uint8_t want[32], ch[CHAL_LEN], r[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
-	char t[96], f[96];
+	char t[160], f[160];
 	uint32_t n;
 	int i;
 
@@ -608,7 +632,10 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 		    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & (SWIFT_X_INITIAL | SWIFT_X_LINK))) || n < 1 ||
 		    n > SWIFT_X_MAX)
 			return fail(x, e, EPROTO, "bad hello: flags %#x or count %u out of range", x->flags, n);
-		/* an ephemeral key in a first exchange only */
+		/* a link is made by a first exchange only, and an ephemeral key
+		 * comes in a first exchange only */
+		if ((x->flags & SWIFT_X_LINK) && !(x->flags & SWIFT_X_INITIAL))
+			return fail(x, e, EPROTO, "bad hello: a link from a later exchange");
 		if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + OFF_PUB))
 			return fail(x, e, EPROTO, "bad hello: an ephemeral key in a later exchange");
 		x->count = (int)n;
@@ -648,25 +675,14 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 				 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
 			return decoy(x);
 		}
-		/* S: a fresh Diffie-Hellman for a first exchange, the link's
-		 * secret for a later one (none: refused below, once the
-		 * initiator proved the key) */
+		/* S comes at AUTH, once the initiator proved the key: for a
+		 * first exchange the Diffie-Hellman with our key pair (kept in
+		 * x->eph until then), for a later one the link's secret */
 		memset(ch, 0, sizeof(ch));
-		if (x->flags & SWIFT_X_INITIAL) {
-			uint8_t priv[32];
-
-			if (ephemeral(priv, ch + 16))
-				return fail(x, e, EIO, "getrandom: %s", strerror(errno));
-			swift_x25519(x->secret, priv, x->hello + OFF_PUB);
-			explicit_bzero(priv, sizeof(priv));
-			if (swift_x25519_zero(x->secret))
-				return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
-		} else {
-			x->nolink = link_secret(x, e, x->secret) != 0;
-		}
+		if ((x->flags & SWIFT_X_INITIAL) && server_key(e, x->eph, ch + 16))
+			return fail(x, e, EIO, "getrandom: %s", strerror(errno));
 		memcpy(ch, x->nonce_s, 16);
 		transcript(x, ch + 16);
-		derive(x, e);
 		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 48);
 		queue(x, ch, sizeof(ch));
 		expect(x, X_AUTH, AUTH_HEAD + (size_t)x->count * QPINFO_LEN + MAC_LEN);
@@ -674,10 +690,21 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 	case X_AUTH:
 		mac(e->keys[x->key].key, e->keys[x->key].len, 'I', x->transcript, 32, NULL, 0, want);
 		if (!swift_mac_equal(x->in, want)) {
+			explicit_bzero(x->eph, sizeof(x->eph));
 			x->refused = 1;
 			snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
 			return refuse(x, e, EACCES, 0);
 		}
+		/* the key is proved: S, then the session's keys */
+		if (x->flags & SWIFT_X_INITIAL) {
+			swift_x25519(x->secret, x->eph, x->hello + OFF_PUB);
+			explicit_bzero(x->eph, sizeof(x->eph));
+			if (swift_x25519_zero(x->secret))
+				return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
+		} else {
+			x->nolink = link_secret(x, e, x->secret) != 0;
+		}
+		derive(x, e);
 		/* a first exchange carries no link proof (zeros, so that no byte
 		 * of the message goes unchecked); a later one comes from the other
 		 * end of the live link */
@@ -690,15 +717,14 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 				return refuse(x, e, EBADMSG, 1);
 			}
 		} else {
-			uint8_t now[32];
-
-			/* the link it stands on is still the live one */
-			if (x->nolink || link_secret(x, e, now) || !swift_mac_equal(now, x->secret)) {
+			/* it stands on the live link (its secret was taken just now) */
+			if (x->nolink) {
 				snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
 					 x->tenant, x->from);
 				return refuse(x, e, ENOLINK, 1);
 			}
 			link_proof(x, want);
+			explicit_bzero(x->secret, sizeof(x->secret));
 			if (!swift_mac_equal(x->in + MAC_LEN, want)) {
 				x->refused = 1;
 				snprintf(x->err, sizeof(x->err),
@@ -801,6 +827,7 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 		derive(x, e);
 		if (!(x->flags & SWIFT_X_INITIAL))
 			link_proof(x, m + MAC_LEN);
+		explicit_bzero(x->secret, sizeof(x->secret));
 		for (i = 0; !x->foreign && i < x->count; i++) {
 			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
 

@@ -381,6 +381,7 @@ void swift_rowops_init(struct zygote *z)
 	z->xenv.keys = z->keys;
 	z->xenv.nkeys = z->nkeys;
 	z->xenv.ops = &z->rowops;
+	z->xenv.eph = &z->xeph;
 }
 
 /* ---- dialing ------------------------------------------------------------- */

@@ -14,6 +14,9 @@
 #define SWIFT_REQ_CONNECT 32u /* connect QPs a process of the container built itself */
 #define SWIFT_REQ_FLAGS 63u
 #define SWIFT_ARGS_MAX 4096
+/* the most bytes of a status reply's text: 32 peers and 256 QP rows with
+ * names of 127 characters fit; a longer one ends in a truncation line */
+#define SWIFT_STATUS_MAX (96 * 1024)
 #define SWIFT_ARGC_MAX 255
 
 /* A request is the header, then exactly argc NUL-terminated strings (no

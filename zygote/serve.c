@@ -36,7 +36,12 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	size_t o = 0;
 	int i;
 
-#define P(...) do { int _n = snprintf(buf + o, len > o ? len - o : 0, __VA_ARGS__); if (_n > 0) o += (size_t)_n; } while (0)
+#define P(...)                                                                                   \
+	do {                                                                                     \
+		int _n = snprintf(o < len ? buf + o : NULL, o < len ? len - o : 0, __VA_ARGS__); \
+		if (_n > 0)                                                                      \
+			o += (size_t)_n;                                                         \
+	} while (0)
 	P("zygote %s tenant %s device %s provider %s share %s gid %d\n", z->cfg.name, z->cfg.tenant,
 	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
 	  z->have_dev ? swift_share_name(d->share) : "n/a", z->have_dev ? d->gid_index : -1);
@@ -62,12 +67,19 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 		  r->state == ROW_HELD ? -1 : r->owner >= 0 ? (int)z->children[r->owner].pid : 0);
 	}
 #undef P
+	if (o >= len && len > 32) {
+		/* cut: say so on the last line */
+		static const char cut[] = "\n... truncated\n";
+
+		memcpy(buf + len - sizeof(cut), cut, sizeof(cut));
+		return len - 1;
+	}
 	return o < len ? o : len;
 }
 
 void swift_write_status(struct zygote *z)
 {
-	char buf[32768], tmp[512];
+	char buf[SWIFT_STATUS_MAX], tmp[512];
 	struct stat st;
 	size_t n;
 	int fd;
@@ -197,7 +209,7 @@ void swift_ctl_readable(struct zygote *z, int ci)
 	}
 	c->deadline_us = 0;
 	if (c->req.flags & SWIFT_REQ_STATUS) {
-		char buf[32768];
+		char buf[SWIFT_STATUS_MAX];
 		size_t len = swift_format_status(z, buf, sizeof(buf));
 
 		reply(c->fd, 0, 0, 0, 0, swift_now_us() - c->t0, NULL);

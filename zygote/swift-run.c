@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	if (req.flags & SWIFT_REQ_STATUS) {
-		char buf[32768];
+		char buf[SWIFT_STATUS_MAX];
 		ssize_t n = recv_by(fd, buf, sizeof(buf), t0 + 30000000ULL);
 
 		if (n > 0)

@@ -267,6 +267,10 @@ static void test_config(void)
 		      "qualified names of 127 characters load, and a bare one names the peer");
 		snprintf(conf, sizeof(conf), "name %s.%sn\n", l63, l63);
 		check(load(conf, &c, err, sizeof(err)) != 0 && strstr(err, ":1:"), "a name of 128 characters is refused");
+		/* a name as configured wins over a bare one in our namespace */
+		check(load("name a.team-a\npeer b.team-a 10.0.0.1:1\npeer b 10.0.0.2:1\n", &c, err, sizeof(err)) == 0 &&
+			      swift_find_peer_named(&c, "b") == 1 && swift_find_peer_named(&c, "b.team-a") == 0,
+		      "a peer's name as configured is matched before a bare name's qualified form");
 	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = load(bad[i], &c, err, sizeof(err));
@@ -1182,6 +1186,8 @@ static void flip(int dir, int msg, uint8_t *buf, size_t n)
 #define K2 "k2:0123456789abcdef-key-two"
 #define K3 "k3:0123456789abcdef-key-three"
 
+static void proto_mac(const char *secret, char role, const uint8_t h[32], const uint8_t *s, uint8_t out[32]);
+
 /* capture keeps each message of one run_pair: [dir][msg] */
 static uint8_t captured[2][4][SWIFT_XBUF];
 static size_t ncaptured[2][4];
@@ -1354,6 +1360,12 @@ static void test_exchange(void)
 		      "exchange: a client without a link does not start a later exchange");
 		free(imp);
 	}
+
+	/* a key id of 15 characters, the longest, goes whole into the hello */
+	side_init(a, "a", "t1", "abcdefghijklmno:0123456789abcdef-key-one", "b");
+	side_init(b, "b", "t1", "abcdefghijklmno:0123456789abcdef-key-one", "a");
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE, "exchange: a key id of 15 characters authenticates");
 
 	/* rotation: a ring accepts every key it holds, dials with its first */
 	side_init(a, "a", "t1", K1, "b");
@@ -1566,15 +1578,19 @@ static void test_exchange(void)
 		}
 	}
 	/* a first exchange whose ephemeral key is a point of small order
-	 * (u = 0 or 1: the shared secret would be zero, known to all) */
+	 * (u = 0 or 1: the shared secret would be zero, known to all): a
+	 * server refuses a dialer's once the dialer proved the key (it does
+	 * no X25519 before), a dialer refuses a server's */
 	{
 		static const uint8_t small[2] = {0, 1};
+		static const char *secret = "0123456789abcdef-key-one"; /* K1's */
 		size_t k;
 
 		for (k = 0; k < sizeof(small); k++) {
-			uint8_t h[SWIFT_XBUF];
+			uint8_t h[SWIFT_XBUF], ch[80], t[32];
 			size_t n;
 			int rc;
+			sha256_ctx c;
 
 			side_init(a, "a", "t1", K1, "b");
 			side_init(b, "b", "t1", K1, "a");
@@ -1582,12 +1598,82 @@ static void test_exchange(void)
 			n = take(&a->x, h, sizeof(h));
 			memset(h + n - 32, 0, 32);
 			h[n - 32] = small[k];
+			memcpy(a->x.hello, h, n); /* the dialer proves this hello */
 			swift_xconn_server(&b->x);
 			rc = feed(&b->x, &b->env, h, n, n);
-			snprintf(what, sizeof(what), "exchange: a first exchange with the ephemeral key u = %u refused (%s)",
+			check(rc == XC_MORE && b->x.step == X_AUTH, "exchange: a hello costs no X25519 before the proof");
+			n = take(&b->x, h, sizeof(h));
+			rc = feed(&a->x, &a->env, h, n, n);
+			n = take(&a->x, h, sizeof(h));
+			rc = feed(&b->x, &b->env, h, n, n);
+			snprintf(what, sizeof(what), "exchange: a first exchange with the dialer's ephemeral key u = %u refused (%s)",
 				 small[k], b->x.err);
-			check(rc == XC_FAIL && b->x.outlen == 0 && b->fake.created == 0 && strstr(b->x.err, "small order"), what);
+			check(rc == XC_FAIL && b->fake.created == 0 && strstr(b->x.err, "small order"), what);
+
+			/* a key holder's server that sends u = 0 or 1, proved */
+			side_init(a, "a", "t1", K1, "b");
+			swift_xconn_client(&a->x, &a->env, 0, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL);
+			n = take(&a->x, h, sizeof(h));
+			memset(ch, 0x33, 16);
+			memset(ch + 16, 0, 32);
+			ch[16] = small[k];
+			sha256_init(&c);
+			sha256_update(&c, h, n);
+			sha256_update(&c, ch, 48);
+			sha256_final(&c, t);
+			proto_mac(secret, 'S', t, NULL, ch + 48);
+			rc = feed(&a->x, &a->env, ch, sizeof(ch), sizeof(ch));
+			snprintf(what, sizeof(what), "exchange: a server's ephemeral key u = %u refused by the dialer (%s)", small[k],
+				 a->x.err);
+			check(rc == XC_FAIL && a->fake.created == 0 && strstr(a->x.err, "small order"), what);
 		}
+	}
+	/* a link comes from a first exchange only */
+	{
+		uint8_t h[SWIFT_XBUF];
+		size_t n;
+		int rc;
+
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		swift_xconn_client(&a->x, &a->env, 0, 1, SWIFT_X_LINK, NULL, NULL);
+		n = take(&a->x, h, sizeof(h));
+		swift_xconn_server(&b->x);
+		rc = feed(&b->x, &b->env, h, n, n);
+		check(rc == XC_FAIL && b->x.outlen == 0 && strstr(b->x.err, "a link from a later exchange"),
+		      "exchange: a hello that makes a link without being a first exchange is refused");
+	}
+	/* the server's key pair is kept for a minute: two first exchanges
+	 * get one pub_s, and their secrets still differ */
+	{
+		struct swift_xeph keep;
+		uint8_t s1[80], s2[80], l1[32];
+		int i;
+
+		memset(&keep, 0, sizeof(keep));
+		for (i = 0; i < 2; i++) {
+			side_init(a, "a", "t1", K1, "b");
+			side_init(b, "b", "t1", K1, "a");
+			b->env.eph = &keep;
+			a->fake.no_link = b->fake.no_link = 1;
+			memset(ncaptured, 0, sizeof(ncaptured));
+			run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, capture, &ra, &rb);
+			memcpy(i ? s2 : s1, captured[1][0], 80);
+			if (!i)
+				memcpy(l1, b->x.link, 32);
+		}
+		check(ra == XC_HELD && rb == XC_HELD && keep.born_us && !memcmp(s1 + 16, s2 + 16, 32) &&
+			      !memcmp(s1 + 16, keep.pub, 32) && memcmp(l1, b->x.link, 32) && !memcmp(a->x.link, b->x.link, 32),
+		      "exchange: a kept server key serves two links, each with a secret of its own");
+		keep.born_us -= SWIFT_XEPH_US;
+		side_init(a, "a", "t1", K1, "b");
+		side_init(b, "b", "t1", K1, "a");
+		b->env.eph = &keep;
+		a->fake.no_link = b->fake.no_link = 1;
+		memset(ncaptured, 0, sizeof(ncaptured));
+		run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, capture, &ra, &rb);
+		check(ra == XC_HELD && memcmp(s1 + 16, captured[1][0] + 16, 32),
+		      "exchange: after a minute the server's key pair is new");
 	}
 	test_key_holder_sniffs();
 	free(a);
@@ -1607,6 +1693,8 @@ static void test_keys(void)
 		{"empty", "", "no key"},
 		{"comments only", "# x\n", "no key"},
 		{"short hex", "k1 00\n", "line 1: key k1: want 64 hex digits"},
+		{"id of 16", "abcdefghijklmnop 0000000000000000000000000000000000000000000000000000000000000000\n",
+		 "line 1: a key id of 1 to 15 characters"},
 		{"no hex", "k1\n", "line 1: key k1: want 64 hex digits"},
 		{"upper-case id", "K1 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: key id"},
 		{"long id", "abcdefghijklmnopq 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: a key id"},

@@ -169,6 +169,10 @@ void swift_x25519(uint8_t out[32], const uint8_t scalar[32], const uint8_t point
 	mul(x2, x2, z2);
 	pack(out, x2);
 	explicit_bzero(k, sizeof(k));
+	explicit_bzero(x2, sizeof(fe));
+	explicit_bzero(z2, sizeof(fe));
+	explicit_bzero(x3, sizeof(fe));
+	explicit_bzero(z3, sizeof(fe));
 }
 
 void swift_x25519_base(uint8_t out[32], const uint8_t scalar[32])

@@ -126,6 +126,9 @@ int swift_find_peer(const struct swift_cfg *c, const char *name);
  * bare one in the zygote's own namespace (self "a.team-a": "b" names
  * "b.team-a"). swift_find_peer_named finds that peer, or -1. */
 int swift_names_peer(const char *self, const char *want, const char *peer);
+/* swift_peer_named: the index among names (n of them) of the peer want
+ * names: the same name first, else a bare one's qualified form; -1. */
+int swift_peer_named(const char *self, const char *const *names, int n, const char *want);
 int swift_find_peer_named(const struct swift_cfg *c, const char *want);
 
 /* ---- the device and the pool (pool.c, shm.c) --------------------------- */
@@ -395,11 +398,22 @@ struct swift_rowops {
 	const struct xconn *(*link)(void *ctx, int peer);
 };
 
+/* A server's ephemeral X25519 key pair, kept for a while (SWIFT_XEPH_US)
+ * so that a hello, which proves nothing yet, costs no X25519: the shared
+ * secret is computed only once the dialer proved the key. Each session
+ * still has a secret of its own (the dialer's key is fresh). */
+#define SWIFT_XEPH_US (60 * 1000000ull)
+struct swift_xeph {
+	uint8_t priv[32], pub[32];
+	uint64_t born_us;        /* 0: none yet */
+};
+
 struct swift_xenv {
 	const struct swift_cfg *cfg;
 	const struct swift_key *keys; /* keys[0] is the one dialed with */
 	int nkeys;
 	const struct swift_rowops *ops;
+	struct swift_xeph *eph;  /* the server's key pair (NULL: one per hello) */
 };
 
 enum xstep {
@@ -576,6 +590,7 @@ struct zygote {
 	int nkeys;
 	struct swift_rowops rowops;
 	struct swift_xenv xenv;
+	struct swift_xeph xeph;      /* the exchange server's ephemeral key pair */
 	sigset_t sigs;
 	int sig_fd, ctl_fd, tcp_fd, log_fd, log_sock;
 	pid_t entry_pid;

@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 {
 	int fds[MAXC], n, i, closed = 0, opened = 0, sent[MAXC];
 	long long end, interval = 0, next = 0;
-	static const char hello[] = "SWIFTX05"; /* the first bytes of a hello */
+	static const char hello[] = "SWIFTX06"; /* the first bytes of a hello */
 
 	if (argc >= 9 && !strcmp(argv[1], "flipproxy"))
 		return flipproxy(argv);
