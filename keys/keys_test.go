@@ -278,3 +278,33 @@ func TestReadTrusted(t *testing.T) {
 		})
 	}
 }
+
+// TestPairRing: the pair keys a zygote gets, against HMAC-SHA-256 computed
+// by Python's hmac module; a pair's key is the same from either end.
+func TestPairRing(t *testing.T) {
+	k2 := make([]byte, KeyLen)
+	for i := range k2 {
+		k2[i] = byte(i)
+	}
+	k1 := bytes.Repeat([]byte{0xff}, KeyLen)
+	r := Ring{{ID: "k2", Key: k2}, {ID: "k1", Key: k1}}
+	got := string(r.PairRing("b.team-a", []string{"a.team-a", "c.team-c"}))
+	want := "# Swift pair keys of zygote b.team-a: <id> <key> <peer>, newest first\n" +
+		"k2 d6ae5e237c5572c3b60bb848223dcdc45731c73b5c55198c039d5fa08cbcf95b a.team-a\n" +
+		"k1 3ed3376646f422e18c9b4991a0650adf3575bb3c8afabe8f1fbbb3824f903a8b a.team-a\n"
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("PairRing:\n%s\nwant it to start with:\n%s", got, want)
+	}
+	if hex.EncodeToString(PairKey(k2, "a.team-a", "c.team-c")) != "26eb1c14d66e2ba2dda51199596c530d3fc24ca1828f346cfe1c9e5fd69cb6a7" {
+		t.Errorf("PairKey(a.team-a, c.team-c) = %x", PairKey(k2, "a.team-a", "c.team-c"))
+	}
+	if !bytes.Equal(PairKey(k2, "b.team-a", "a.team-a"), PairKey(k2, "a.team-a", "b.team-a")) {
+		t.Errorf("a pair's key differs between its two ends")
+	}
+	if n := strings.Count(got, "\n"); n != 1+2*2 {
+		t.Errorf("PairRing holds %d lines, want a header and 2 keys × 2 peers:\n%s", n, got)
+	}
+	if none := string(r.PairRing("z", nil)); strings.Count(none, "\n") != 1 || !strings.HasPrefix(none, "#") {
+		t.Errorf("PairRing without peers = %q, want its header only", none)
+	}
+}

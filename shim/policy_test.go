@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
+	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/ledger"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
@@ -261,11 +263,20 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 			t.Errorf("a key mount %+v: the key is handed to the init, never mounted", m)
 		}
 	}
-	// the key to hand over is tenant a's node-local ring
+	// the keys to hand over are the pair keys of tenant a's node-local
+	// ring for the zygote's name and its two peers', in the pod's namespace
 	_, key, err := editBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
-	ring, _ := os.ReadFile(filepath.Join(state, "keys", "a.keys"))
-	if err != nil || key == nil || string(key.ring) != string(ring) {
-		t.Errorf("the key to hand over: %v (%v), want tenant a's node-local ring", key, err)
+	b, _ := os.ReadFile(filepath.Join(state, "keys", "a.keys"))
+	ring, perr := keys.Parse("a.keys", b)
+	if perr != nil || len(ring) != 1 {
+		t.Fatalf("tenant a's ring: %v", perr)
+	}
+	self := filepath.Base(bundle) + ".team-a"
+	want := "# Swift pair keys of zygote " + self + ": <id> <key> <peer>, newest first\n" +
+		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, self, "b.team-a")) + " b.team-a\n" +
+		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, self, "c.team-a")) + " c.team-a\n"
+	if err != nil || key == nil || string(key.ring) != want {
+		t.Errorf("the keys to hand over: %v (%v), want tenant a's pair keys:\n%s", key, err, want)
 	}
 	// tenant a's container.qps (8) is the charge and the zygote's limit
 	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 8 || ls[0].Tenant != "a" {

@@ -197,7 +197,8 @@ func ownPIDNamespace(s *specs.Spec) error {
 
 // prepareZygote decides the zygote of a container. The zygote takes
 // exchange connections only from the tenant's peer networks when t
-// restricts peers. It gets the tenant's keyring from the shim by hand
+// restricts peers. It gets the pair keys of its name and its peers' names
+// (keys.PairRing), never the tenant key, from the shim by hand
 // (keyHandoff), never through a path: nothing else in the container (its
 // functions, which may run as its user; its workload; an exec; a second
 // swift-init started through a symlink or a shell) can read the key. A
@@ -237,8 +238,14 @@ func prepareZygote(bundle string, cfg config.Config, ten *tenancy, s *specs.Spec
 	if err := unix.Stat(initPath, &ist); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", initPath, err, errdefs.ErrFailedPrecondition)
 	}
+	// the zygote gets the pair keys of its name and its peers', never the
+	// tenant key: it can speak for no other name
+	peers := make([]string, len(pc.Peers))
+	for i, pr := range pc.Peers {
+		peers[i] = pr.Name
+	}
 	p := &zygotePrep{mod: &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile)},
-		key: &keyHandoff{ring: ring.Format(), initDev: ist.Dev, initIno: ist.Ino, initPath: initPath}}
+		key: &keyHandoff{ring: ring.PairRing(pc.Name, peers), initDev: ist.Dev, initIno: ist.Ino, initPath: initPath}}
 	if s.Process != nil && s.Process.User.UID != 0 {
 		p.mod.Owner = &[2]uint32{s.Process.User.UID, s.Process.User.GID}
 	}
@@ -369,7 +376,11 @@ func (k *keyHandoff) try(pid, pidfd int) (bool, error) {
 	defer clear(msg)
 	binary.LittleEndian.PutUint32(msg, uint32(len(k.ring)))
 	copy(msg[4:], k.ring)
-	// the pipe is empty and holds 64 KiB: a ring of at most 4 KiB goes in whole
+	// the pipe is empty and holds 64 KiB: the pair keys of 32 peers, 8 keys
+	// each, with names of 127 characters, take about 54 KiB, and go in whole
+	if len(msg) > 64<<10 {
+		return false, fmt.Errorf("the key for the container's init (pid %d): %d bytes, more than its pipe holds: %w", pid, len(msg), errdefs.ErrInvalidArgument)
+	}
 	if n, err := unix.Write(fd, msg); err != nil || n != len(msg) {
 		return false, fmt.Errorf("write the key into the container's init (pid %d): %d of %d bytes: %v", pid, n, len(msg), err)
 	}

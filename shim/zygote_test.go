@@ -3,6 +3,7 @@ package shim
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -307,15 +308,26 @@ func TestPrepareZygoteKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
 			c.Zygote.FunctionUIDBase = tc.base
-			bundle := t.TempDir()
-			o := annotations.Options{Tenant: "t1"}
+			bundle := filepath.Join(t.TempDir(), "z1")
+			if err := os.Mkdir(bundle, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			o := annotations.Options{Tenant: "t1", Peers: []annotations.Peer{{Name: "b", Host: "10.0.0.2", Port: 18515}}}
 			p, err := prepareZygote(bundle, c, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, opts: o}, tc.s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
-			if p.key == nil || string(p.key.ring) != string(want) || p.key.initDev != ist.Dev || p.key.initIno != ist.Ino {
-				t.Errorf("key handoff %+v, want the ring %q for swift-init %d:%d", p.key, want, ist.Dev, ist.Ino)
+			tenant, _ := os.ReadFile(filepath.Join(cfg.StateDir, "keys", "t1.keys"))
+			ring, err := keys.Parse("t1.keys", tenant)
+			if err != nil || len(ring) != 1 {
+				t.Fatalf("the tenant's ring: %v (%d keys)", err, len(ring))
+			}
+			// the pair key of z1 and b, never the tenant key
+			want := "# Swift pair keys of zygote z1: <id> <key> <peer>, newest first\n" +
+				ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "z1", "b")) + " b\n"
+			if p.key == nil || string(p.key.ring) != want || p.key.initDev != ist.Dev || p.key.initIno != ist.Ino ||
+				bytes.Contains(p.key.ring, []byte(hex.EncodeToString(ring[0].Key))) {
+				t.Errorf("key handoff %+v, want the pair keys %q for swift-init %d:%d", p.key, want, ist.Dev, ist.Ino)
 			}
 			if (p.mod.Owner == nil) != (tc.owner == nil) || (tc.owner != nil && *p.mod.Owner != *tc.owner) {
 				t.Errorf("socket dir owner %v, want %v", p.mod.Owner, tc.owner)

@@ -226,15 +226,30 @@ int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max
 		for (k = p + hexlen; k < len; k++)
 			if (l[k] != ' ' && l[k] != '\t' && l[k] != '\r')
 				break;
-		if (hexlen != 64 || k != len) {
+		if (hexlen != 64 || (k != len && k == p + hexlen)) {
 			snprintf(err, errlen, "line %d: key %s: want 64 hex digits", line, keys[nk].id);
 			return -1;
+		}
+		if (k != len) {
+			/* the peer this key is for: a printable name */
+			size_t pl = 0, q;
+
+			while (k + pl < len && l[k + pl] > ' ' && l[k + pl] <= '~')
+				pl++;
+			for (q = k + pl; q < len && (l[q] == ' ' || l[q] == '\t' || l[q] == '\r'); q++)
+				;
+			if (pl >= sizeof(keys[nk].peer) || q != len) {
+				snprintf(err, errlen, "line %d: key %s: want \"<id> <64 hex digits> [peer]\" with a peer name of at most %zu characters",
+					 line, keys[nk].id, sizeof(keys[nk].peer) - 1);
+				return -1;
+			}
+			memcpy(keys[nk].peer, l + k, pl);
 		}
 		for (k = 0; k < 32; k++)
 			keys[nk].key[k] = (uint8_t)(hexval(l[p + 2 * k]) << 4 | hexval(l[p + 2 * k + 1]));
 		keys[nk].len = 32;
 		for (k = 0; k < (size_t)nk; k++)
-			if (!strcmp(keys[k].id, keys[nk].id)) {
+			if (!strcmp(keys[k].id, keys[nk].id) && !strcmp(keys[k].peer, keys[nk].peer)) {
 				snprintf(err, errlen, "line %d: key id %s given twice", line, keys[nk].id);
 				return -1;
 			}
@@ -295,12 +310,14 @@ int swift_keys_load(const struct swift_cfg *c, struct swift_key *keys, int max, 
 	return nk;
 }
 
-static int find_key(const struct swift_xenv *e, const char *id)
+/* find_key: the first key for peer (a pair key, or one for every peer)
+ * with id, or any id when NULL; -1 when there is none */
+static int find_key(const struct swift_xenv *e, const char *id, const char *peer)
 {
 	int i;
 
 	for (i = 0; i < e->nkeys; i++)
-		if (!strcmp(e->keys[i].id, id))
+		if ((!id || !strcmp(e->keys[i].id, id)) && (!e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer)))
 			return i;
 	return -1;
 }
@@ -497,7 +514,14 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 	}
 	x->count = count;
 	x->flags = flags;
-	x->key = 0; /* the newest key dials */
+	x->key = find_key(e, NULL, e->cfg->peers[peer].name); /* the newest key for the peer dials */
+	if (x->key < 0) {
+		snprintf(x->err, sizeof(x->err), "no key for peer %s (the shim hands a zygote the keys of its peers only)",
+			 e->cfg->peers[peer].name);
+		x->status = ENOKEY;
+		x->step = X_FLUSH;
+		return;
+	}
 	x->foreign = foreign != NULL;
 	if (foreign)
 		memcpy(x->local, foreign, sizeof(x->local[0]) * (size_t)count);
@@ -522,7 +546,7 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 	put_name(h + OFF_TENANT, SWIFT_NAME_MAX, e->cfg->tenant);
 	put_name(h + OFF_FROM, SWIFT_NAME_MAX, e->cfg->name);
 	put_name(h + OFF_TO, SWIFT_NAME_MAX, e->cfg->peers[peer].name);
-	put_name(h + OFF_KEYID, SWIFT_KEY_ID_MAX, e->keys[0].id);
+	put_name(h + OFF_KEYID, SWIFT_KEY_ID_MAX, e->keys[x->key].id);
 	memcpy(h + OFF_NONCE, x->nonce_i, 16);
 	put32(h + OFF_FLAGS, flags);
 	put32(h + OFF_COUNT, (uint32_t)count);
@@ -653,15 +677,17 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 			snprintf(x->err, sizeof(x->err), "dialed zygote %s, this is %s", x->to, e->cfg->name);
 			return decoy(x);
 		}
-		x->key = find_key(e, x->keyid);
-		if (x->key < 0) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
-							 "another node's local key)", x->tenant, x->keyid);
-			return decoy(x);
-		}
 		x->peer = swift_find_peer(e->cfg, x->from);
 		if (x->peer < 0) {
 			snprintf(x->err, sizeof(x->err), "tenant %s: not in this zygote's peer list", x->tenant);
+			return decoy(x);
+		}
+		/* the pair key of this name and ours: a holder of another pair's
+		 * key proves nothing under this name */
+		x->key = find_key(e, x->keyid, x->from);
+		if (x->key < 0) {
+			snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
+							 "another node's local key)", x->tenant, x->keyid);
 			return decoy(x);
 		}
 		/* a peer configured by its address dials from it: a key holder

@@ -188,7 +188,7 @@ static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err
 	if (n != (ssize_t)sizeof(len))
 		why = n < 0 ? strerror(errno) : n ? "a short length" : "nothing from the shim in 30 s (it hands the key to the container's init only; see the shim's log)";
 	else if (want < 1 || want > max)
-		why = "the shim sent a length outside 1..4096";
+		why = "the shim sent a length outside what a ring of pair keys takes";
 	else if ((n = read_all(p[0], b, want, deadline)) != (ssize_t)want)
 		why = n < 0 ? strerror(errno) : "a short key";
 	close(wfd);
@@ -201,11 +201,15 @@ static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err
 	return n;
 }
 
+/* read_key: the keys the shim hands over, the pair keys of this zygote's
+ * name and each peer's (a zygote without peers needs none); or, in tests
+ * without a shim, a key file or the tenant's name. */
 static int read_key(struct zygote *z, char *err, size_t errlen)
 {
-	uint8_t b[4096];
+	uint8_t b[SWIFT_HANDOFF_MAX];
 	char why[200];
 	ssize_t n;
+	int i, k;
 
 	if (!z->cfg.key_pipe) {
 		/* tests without a shim: a key file, or the tenant's name */
@@ -217,12 +221,27 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 	n = key_from_shim(z, b, sizeof(b), err, errlen);
 	if (n < 0)
 		return -1;
+	if (z->cfg.npeers == 0) {
+		explicit_bzero(b, sizeof(b));
+		z->nkeys = 0;
+		return 0;
+	}
 	z->nkeys = swift_keys_parse(b, (size_t)n, z->keys, SWIFT_KEYS_MAX, why, sizeof(why));
 	explicit_bzero(b, sizeof(b));
 	if (z->nkeys < 0) {
 		snprintf(err, errlen, "tenant key: %s", why);
 		z->nkeys = 0;
 		return -1;
+	}
+	for (i = 0; i < z->cfg.npeers; i++) {
+		for (k = 0; k < z->nkeys && z->keys[k].peer[0] && strcmp(z->keys[k].peer, z->cfg.peers[i].name); k++)
+			;
+		if (k == z->nkeys) {
+			snprintf(err, errlen, "tenant key: the shim handed no key for peer %s", z->cfg.peers[i].name);
+			explicit_bzero(z->keys, sizeof(z->keys));
+			z->nkeys = 0;
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -1361,6 +1361,36 @@ static void test_exchange(void)
 		free(imp);
 	}
 
+	/* pair keys: a zygote holds the keys of its own pairs only. x.team-b,
+	 * which holds its pair key with a.team-a, claims the name b.team-a
+	 * towards a.team-a: refused, nothing made; the real b.team-a links */
+	{
+		struct side *imp = calloc(1, sizeof(*imp));
+
+		side_init(b, "a.team-a", "t1", "k1:pair-a-b-0123456789abcdef", "b.team-a");
+		strcpy(b->keys[0].peer, "b.team-a");
+		side_init(imp, "b.team-a", "t1", "k1:pair-a-x-0123456789abcdef", "a.team-a");
+		strcpy(imp->keys[0].peer, "a.team-a");
+		imp->fake.no_link = b->fake.no_link = 1;
+		run_pair(imp, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && imp->fake.created == 0 && imp->x.refused,
+		      "exchange: a holder of another pair's key under a name of that pair: refused, nothing made");
+		side_init(b, "a.team-a", "t1", "k1:pair-a-b-0123456789abcdef", "b.team-a");
+		strcpy(b->keys[0].peer, "b.team-a");
+		side_init(a, "b.team-a", "t1", "k1:pair-a-b-0123456789abcdef", "a.team-a");
+		strcpy(a->keys[0].peer, "a.team-a");
+		a->fake.no_link = b->fake.no_link = 1;
+		run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
+		check(ra == XC_HELD && rb == XC_HELD, "exchange: the pair's own key links");
+		/* a key for another peer is no key for this one */
+		side_init(a, "b.team-a", "t1", "k1:pair-a-b-0123456789abcdef", "a.team-a");
+		strcpy(a->keys[0].peer, "c.team-c");
+		swift_xconn_client(&a->x, &a->env, 0, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL);
+		check(a->x.status == ENOKEY && a->x.step == X_FLUSH && strstr(a->x.err, "no key for peer a.team-a"),
+		      "exchange: without a key for the peer, nothing is dialed");
+		free(imp);
+	}
+
 	/* a key id of 15 characters, the longest, goes whole into the hello */
 	side_init(a, "a", "t1", "abcdefghijklmno:0123456789abcdef-key-one", "b");
 	side_init(b, "b", "t1", "abcdefghijklmno:0123456789abcdef-key-one", "a");
@@ -1698,7 +1728,16 @@ static void test_keys(void)
 		{"no hex", "k1\n", "line 1: key k1: want 64 hex digits"},
 		{"upper-case id", "K1 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: key id"},
 		{"long id", "abcdefghijklmnopq 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: a key id"},
-		{"trailing junk", "k1 0000000000000000000000000000000000000000000000000000000000000000 x\n", "want 64 hex"},
+		{"trailing junk", "k1 0000000000000000000000000000000000000000000000000000000000000000 b.team-a x\n",
+		 "want \"<id> <64 hex digits> [peer]\""},
+		{"a peer of 128 characters",
+		 "k1 0000000000000000000000000000000000000000000000000000000000000000 "
+		 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n",
+		 "a peer name of at most 127 characters"},
+		{"id twice for one peer",
+		 "k1 0000000000000000000000000000000000000000000000000000000000000000 b\n"
+		 "k1 1111111111111111111111111111111111111111111111111111111111111111 b\n",
+		 "line 2: key id k1 given twice"},
 		{"id twice",
 		 "k1 0000000000000000000000000000000000000000000000000000000000000000\n"
 		 "k1 1111111111111111111111111111111111111111111111111111111111111111\n",
@@ -1716,6 +1755,19 @@ static void test_keys(void)
 
 		snprintf(what, sizeof(what), "keys: %s refused (%s)", bad[i].name, err);
 		check(n < 0 && strstr(err, bad[i].want), what);
+	}
+	{
+		/* pair keys: one id for each peer */
+		const char *pairs = "# pair keys\nk1 0101010101010101010101010101010101010101010101010101010101010101 b.team-a\n"
+				    "k1 0202020202020202020202020202020202020202020202020202020202020202 c.team-c \n";
+
+		check(swift_keys_parse((const uint8_t *)pairs, strlen(pairs), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 2 &&
+			      !strcmp(k[0].peer, "b.team-a") && k[0].key[0] == 1 && !strcmp(k[1].peer, "c.team-c") &&
+			      k[1].key[31] == 2,
+		      "keys: pair keys, one id for each of two peers");
+		check(swift_keys_parse((const uint8_t *)ring, strlen(ring), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 2 &&
+			      !k[0].peer[0] && !k[1].peer[0],
+		      "keys: a ring's keys are for every peer");
 	}
 	memset(raw, 0x80, sizeof(raw));
 	check(swift_keys_parse(raw, sizeof(raw), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 1 && !strcmp(k[0].id, "local") &&

@@ -360,20 +360,27 @@ int swift_fn_end(struct swift_fn *fn);
 
 /* A tenant key: the same on every node it was provisioned to. */
 #define SWIFT_KEY_ID_MAX 16
-#define SWIFT_KEYS_MAX 8
+/* A tenant ring holds at most 8 keys; a zygote holds them for each peer
+ * (the shim hands it pair keys: keys.PairRing). */
+#define SWIFT_RING_MAX 8
+#define SWIFT_KEYS_MAX (SWIFT_RING_MAX * SWIFT_MAX_PEERS)
+/* the most bytes the shim hands a zygote (le32 length, then the ring) */
+#define SWIFT_HANDOFF_MAX (64 * 1024 - 4)
 struct swift_key {
 	char id[SWIFT_KEY_ID_MAX + 1];
 	uint8_t key[64];
 	size_t len;
+	char peer[SWIFT_NAME_MAX]; /* the peer it is for ("": every peer) */
 };
 
 /* swift_seal XORs buf with role's keystream under key (block j is
  * HMAC-SHA-256(key, role | le32 j)): it encrypts and, applied again,
  * decrypts the exchange's QP parameters. */
 void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len);
-/* Parse a keyring ("<id> <64 hex digits>" per line, newest first) or a
- * legacy key (16 to 64 raw bytes: one key, id "local"). Returns the number
- * of keys, or -1 with err. */
+/* Parse a keyring ("<id> <64 hex digits>" per line, newest first; a third
+ * field names the one peer a key is for: the pair keys the shim hands a
+ * zygote) or a legacy key (16 to 64 raw bytes: one key, id "local").
+ * Returns the number of keys, or -1 with err. */
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
 /* Load the keys of a description without a shim's handoff: its key_file
  * (a regular file of 1 to 4096 bytes, opened without following a link

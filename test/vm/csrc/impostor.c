@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include "sha256.h"
 #include "zygote.h"
 
 struct impostor {
@@ -92,6 +93,26 @@ int main(int argc, char **argv)
 	if (n <= 0 || n > 4096 || (env.nkeys = swift_keys_parse(ring, (size_t)n, keys, SWIFT_KEYS_MAX, err, sizeof(err))) < 1) {
 		fprintf(stderr, "impostor: keyring %s unreadable\n", argv[2]);
 		return 2;
+	}
+	/* it holds the tenant key (the node's root does), so it makes the
+	 * pair key of the name it claims and its victim's, as the shim would:
+	 * HMAC(k, "swift-pair" 0 lo 0 hi) */
+	for (i = 0; i < env.nkeys; i++) {
+		const char *lo = strcmp(cfg.name, argv[3]) < 0 ? cfg.name : argv[3];
+		const char *hi = lo == cfg.name ? argv[3] : cfg.name;
+		uint8_t msg[11 + 2 * SWIFT_NAME_MAX], out[32];
+		size_t ml = 0;
+
+		memcpy(msg, "swift-pair", 11);
+		ml = 11;
+		memcpy(msg + ml, lo, strlen(lo) + 1);
+		ml += strlen(lo) + 1;
+		memcpy(msg + ml, hi, strlen(hi));
+		ml += strlen(hi);
+		hmac_sha256(keys[i].key, keys[i].len, msg, ml, out);
+		memcpy(keys[i].key, out, 32);
+		keys[i].len = 32;
+		snprintf(keys[i].peer, sizeof(keys[i].peer), "%s", argv[3]);
 	}
 	i = swift_find_peer(&cfg, argv[3]);
 	if (i < 0 || inet_pton(AF_INET, cfg.peers[i].host, &in) != 1) {

@@ -1088,7 +1088,7 @@ EOF
 	done
 	sleep 0.5
 	fact refused_network "$(grep -c 'refused a connection from 127.0.0.1:[0-9]*: not in tenant t1.s peer networks' "$W/p1.out")"
-	fact refused_auth_from_allowed "$(grep -c 'refused peer intruder at 10.0.2.15:[0-9]*: tenant t1: key name is not in this node.s keyring' "$W/p1.out")"
+	fact refused_auth_from_allowed "$(grep -c 'refused peer intruder at 10.0.2.15:[0-9]*: tenant t1: not in this zygote.s peer list' "$W/p1.out")"
 	echo "--- p1.out"; cat "$W/p1.out"
 
 	log "a second zygote asking for p1's port 18545 (any tenant) is refused at Create, and leaves no task and no lease"
