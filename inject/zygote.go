@@ -28,16 +28,16 @@ const (
 	DefaultListen = 18515
 	DefaultTenant = "default"
 	// KeyPipeFD is where swift-init keeps the write end of the pipe the
-	// shim hands the tenant's keyring over (key_pipe in the pool
+	// shim hands the zygote's pair keys over (key_pipe in the pool
 	// description): the shim takes a copy of it from the container's init
-	// process, so no path in the container leads to the key.
+	// process, so no path in the container leads to the keys.
 	KeyPipeFD = 100
 )
 
 // Zygote makes swift-init the container's init: it mounts the node's
 // Swift binaries and the pool description read-only, gives the zygote a
-// tmpfs for its socket, and wraps process.args. The tenant key is not
-// mounted: the shim hands it to the init process (KeyPipeFD).
+// tmpfs for its socket, and wraps process.args. No key is mounted: the
+// shim hands the zygote's pair keys to the init process (KeyPipeFD).
 type Zygote struct {
 	BinDir   string // host directory with swift-init and swift-run
 	ConfPath string // host path of the pool description
@@ -188,8 +188,9 @@ func NewPoolConfig(name string, o annotations.Options) PoolConfig {
 // name are qualified, "name.ns"; a peer already qualified names a zygote
 // of that namespace. A pod cannot take a name in another namespace: a
 // qualified swift.io/name must be in ns. So a pod of another namespace
-// that holds the tenant key cannot claim this one's names, and pods of two
-// namespaces whose default names are alike keep apart.
+// cannot claim this one's names (nor prove them: its zygote gets the pair
+// keys of its own names only), and pods of two namespaces whose default
+// names are alike keep apart.
 func (pc PoolConfig) InNamespace(ns string) (PoolConfig, error) {
 	if !annotations.IsLabel(ns) {
 		return pc, fmt.Errorf("the pod's namespace %q is not a DNS label: %w", ns, errdefs.ErrInvalidArgument)

@@ -288,23 +288,26 @@ func TestPairRing(t *testing.T) {
 	}
 	k1 := bytes.Repeat([]byte{0xff}, KeyLen)
 	r := Ring{{ID: "k2", Key: k2}, {ID: "k1", Key: k1}}
-	got := string(r.PairRing("b.team-a", []string{"a.team-a", "c.team-c"}))
-	want := "# Swift pair keys of zygote b.team-a: <id> <key> <peer>, newest first\n" +
-		"k2 d6ae5e237c5572c3b60bb848223dcdc45731c73b5c55198c039d5fa08cbcf95b a.team-a\n" +
-		"k1 3ed3376646f422e18c9b4991a0650adf3575bb3c8afabe8f1fbbb3824f903a8b a.team-a\n"
+	got := string(r.PairRing("t1", "b.team-a", []string{"a.team-a", "c.team-c"}))
+	want := "# Swift pair keys of zygote b.team-a of tenant t1: <id> <key> <peer>, newest first\n" +
+		"k2 17cd4e0b9abefa677b399c4723cfbf2461916c7f84eea9ce1da38a6cafe44075 a.team-a\n" +
+		"k1 f39103134ac7b1fce86720312a1ab2132e3aca09fd051567cab1e6b73a840c99 a.team-a\n"
 	if !strings.HasPrefix(got, want) {
 		t.Fatalf("PairRing:\n%s\nwant it to start with:\n%s", got, want)
 	}
-	if hex.EncodeToString(PairKey(k2, "a.team-a", "c.team-c")) != "26eb1c14d66e2ba2dda51199596c530d3fc24ca1828f346cfe1c9e5fd69cb6a7" {
-		t.Errorf("PairKey(a.team-a, c.team-c) = %x", PairKey(k2, "a.team-a", "c.team-c"))
+	if hex.EncodeToString(PairKey(k2, "t1", "a.team-a", "c.team-c")) != "b711dbe27c54b3a568c0ccdb28006f79c8de2cbc5b55b885a0580da8f6984284" {
+		t.Errorf("PairKey(a.team-a, c.team-c) = %x", PairKey(k2, "t1", "a.team-a", "c.team-c"))
 	}
-	if !bytes.Equal(PairKey(k2, "b.team-a", "a.team-a"), PairKey(k2, "a.team-a", "b.team-a")) {
+	if !bytes.Equal(PairKey(k2, "t1", "b.team-a", "a.team-a"), PairKey(k2, "t1", "a.team-a", "b.team-a")) {
 		t.Errorf("a pair's key differs between its two ends")
+	}
+	if bytes.Equal(PairKey(k2, "t1", "a", "b"), PairKey(k2, "t2", "a", "b")) {
+		t.Errorf("two tenants that share a ring get one pair key for the same names")
 	}
 	if n := strings.Count(got, "\n"); n != 1+2*2 {
 		t.Errorf("PairRing holds %d lines, want a header and 2 keys × 2 peers:\n%s", n, got)
 	}
-	if none := string(r.PairRing("z", nil)); strings.Count(none, "\n") != 1 || !strings.HasPrefix(none, "#") {
+	if none := string(r.PairRing("t1", "z", nil)); strings.Count(none, "\n") != 1 || !strings.HasPrefix(none, "#") {
 		t.Errorf("PairRing without peers = %q, want its header only", none)
 	}
 }

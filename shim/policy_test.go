@@ -272,9 +272,9 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 		t.Fatalf("tenant a's ring: %v", perr)
 	}
 	self := filepath.Base(bundle) + ".team-a"
-	want := "# Swift pair keys of zygote " + self + ": <id> <key> <peer>, newest first\n" +
-		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, self, "b.team-a")) + " b.team-a\n" +
-		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, self, "c.team-a")) + " c.team-a\n"
+	want := "# Swift pair keys of zygote " + self + " of tenant a: <id> <key> <peer>, newest first\n" +
+		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "a", self, "b.team-a")) + " b.team-a\n" +
+		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "a", self, "c.team-a")) + " c.team-a\n"
 	if err != nil || key == nil || string(key.ring) != want {
 		t.Errorf("the keys to hand over: %v (%v), want tenant a's pair keys:\n%s", key, err, want)
 	}

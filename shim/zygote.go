@@ -245,7 +245,7 @@ func prepareZygote(bundle string, cfg config.Config, ten *tenancy, s *specs.Spec
 		peers[i] = pr.Name
 	}
 	p := &zygotePrep{mod: &inject.Zygote{BinDir: bin, ConfPath: filepath.Join(bundle, PoolFile)},
-		key: &keyHandoff{ring: ring.PairRing(pc.Name, peers), initDev: ist.Dev, initIno: ist.Ino, initPath: initPath}}
+		key: &keyHandoff{ring: ring.PairRing(pc.Tenant, pc.Name, peers), initDev: ist.Dev, initIno: ist.Ino, initPath: initPath}}
 	if s.Process != nil && s.Process.User.UID != 0 {
 		p.mod.Owner = &[2]uint32{s.Process.User.UID, s.Process.User.GID}
 	}
@@ -284,7 +284,8 @@ func listenNetNS(s *specs.Spec) (string, error) {
 // to run swift-init and make its key pipe; swift-init waits 30 s for the key.
 const keyWait = 60 * time.Second
 
-// keyHandoff is a tenant keyring on its way to a zygote container's init.
+// keyHandoff is a zygote's pair keys (keys.PairRing) on their way to its
+// container's init.
 // The ring reaches one process only: the container's init (the pid runc
 // reported at Create), once it runs the node's swift-init (device and
 // inode of its executable), through the write end of a pipe swift-init
@@ -303,7 +304,7 @@ func (k *keyHandoff) start(ctx context.Context, id string, pid int) {
 	go func() {
 		defer clear(k.ring)
 		if err := k.hand(pid, keyWait); err != nil {
-			log.G(ctx).WithError(err).WithField("id", id).Error("swift: the tenant key was not handed to the zygote")
+			log.G(ctx).WithError(err).WithField("id", id).Error("swift: the zygote's keys were not handed to it")
 		}
 	}()
 }
@@ -376,13 +377,45 @@ func (k *keyHandoff) try(pid, pidfd int) (bool, error) {
 	defer clear(msg)
 	binary.LittleEndian.PutUint32(msg, uint32(len(k.ring)))
 	copy(msg[4:], k.ring)
-	// the pipe is empty and holds 64 KiB: the pair keys of 32 peers, 8 keys
-	// each, with names of 127 characters, take about 54 KiB, and go in whole
+	// the pair keys of 32 peers, 8 keys each, with names of 127
+	// characters, take about 54 KiB; swift-init reads at most 64 KiB
 	if len(msg) > 64<<10 {
-		return false, fmt.Errorf("the key for the container's init (pid %d): %d bytes, more than its pipe holds: %w", pid, len(msg), errdefs.ErrInvalidArgument)
+		return false, fmt.Errorf("the key for the container's init (pid %d): %d bytes, more than it reads: %w", pid, len(msg), errdefs.ErrInvalidArgument)
 	}
-	if n, err := unix.Write(fd, msg); err != nil || n != len(msg) {
-		return false, fmt.Errorf("write the key into the container's init (pid %d): %d of %d bytes: %v", pid, n, len(msg), err)
+	if err := writeAll(fd, msg, keyWrite); err != nil {
+		return false, fmt.Errorf("write the key into the container's init (pid %d): %w", pid, err)
 	}
 	return true, nil
+}
+
+// keyWrite bounds writing the key once the init took its pipe.
+const keyWrite = 10 * time.Second
+
+// writeAll writes msg to the non-blocking fd (the init's key pipe), waiting
+// for room as the init reads: a pipe may hold as little as 8 KiB (a user
+// past fs.pipe-user-pages-soft gets such pipes, and any container of the
+// same host uid can hold that many).
+func writeAll(fd int, msg []byte, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for off := 0; off < len(msg); {
+		n, err := unix.Write(fd, msg[off:])
+		if n > 0 {
+			off += n
+		}
+		switch {
+		case err == nil || err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			return fmt.Errorf("%d of %d bytes: %w", off, len(msg), err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%d of %d bytes in %s: the init does not read", off, len(msg), wait)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if _, err := unix.Poll(fds, int(min(left, 100*time.Millisecond)/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return fmt.Errorf("%d of %d bytes: poll: %w", off, len(msg), err)
+		}
+	}
+	return nil
 }

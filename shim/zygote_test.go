@@ -323,8 +323,8 @@ func TestPrepareZygoteKey(t *testing.T) {
 				t.Fatalf("the tenant's ring: %v (%d keys)", err, len(ring))
 			}
 			// the pair key of z1 and b, never the tenant key
-			want := "# Swift pair keys of zygote z1: <id> <key> <peer>, newest first\n" +
-				ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "z1", "b")) + " b\n"
+			want := "# Swift pair keys of zygote z1 of tenant t1: <id> <key> <peer>, newest first\n" +
+				ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "t1", "z1", "b")) + " b\n"
 			if p.key == nil || string(p.key.ring) != want || p.key.initDev != ist.Dev || p.key.initIno != ist.Ino ||
 				bytes.Contains(p.key.ring, []byte(hex.EncodeToString(ring[0].Key))) {
 				t.Errorf("key handoff %+v, want the pair keys %q for swift-init %d:%d", p.key, want, ist.Dev, ist.Ino)
@@ -343,6 +343,10 @@ func TestPrepareZygoteKey(t *testing.T) {
 // intake (keyChild): what TestKeyHandoff hands the key to.
 const keyChildEnv = "SWIFT_TEST_KEY_CHILD"
 
+// keyPipeSizeEnv sets the stand-in's pipe size (F_SETPIPE_SZ), as small as
+// a user past fs.pipe-user-pages-soft gets.
+const keyPipeSizeEnv = "SWIFT_TEST_KEY_PIPE_SIZE"
+
 // keyChild does what swift-init does with key_pipe 100: a pipe whose
 // write end waits at fd 100, read for at most the given time; it prints
 // what came, or "none".
@@ -355,6 +359,11 @@ func keyChild() {
 		os.Exit(2)
 	}
 	unix.Close(p[1])
+	if size, _ := strconv.Atoi(os.Getenv(keyPipeSizeEnv)); size > 0 {
+		if _, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, size); err != nil {
+			os.Exit(2)
+		}
+	}
 	wait, _ := time.ParseDuration(os.Getenv(keyChildEnv))
 	var got []byte
 	deadline := time.Now().Add(wait)
@@ -393,9 +402,9 @@ func TestKeyHandoff(t *testing.T) {
 	if err := unix.Stat(self, &st); err != nil {
 		t.Fatal(err)
 	}
-	child := func(wait string) (*exec.Cmd, *bytes.Buffer) {
+	child := func(wait string, env ...string) (*exec.Cmd, *bytes.Buffer) {
 		c := exec.Command(self, "-test.run=^$")
-		c.Env = append(os.Environ(), keyChildEnv+"="+wait)
+		c.Env = append(append(os.Environ(), keyChildEnv+"="+wait), env...)
 		var out bytes.Buffer
 		c.Stdout = &out
 		if err := c.Start(); err != nil {
@@ -419,6 +428,19 @@ func TestKeyHandoff(t *testing.T) {
 	}
 	if got := rogueOut.String(); got != "none\n" {
 		t.Errorf("another process of the container got %q, want none", got)
+	}
+
+	// a ring of 54 KiB (32 peers, 8 keys, long names) into a pipe of 4 KiB:
+	// written as the init reads it
+	big := bytes.Repeat([]byte("k1 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef peer-name.of-a-namespace\n"), 54<<10/93)
+	small, smallOut := child("10s", keyPipeSizeEnv+"=4096")
+	k = &keyHandoff{ring: append([]byte(nil), big...), initDev: st.Dev, initIno: st.Ino, initPath: self}
+	if err := k.hand(small.Process.Pid, 10*time.Second); err != nil {
+		t.Fatalf("hand into a small pipe: %v", err)
+	}
+	small.Wait()
+	if got, want := smallOut.String(), fmt.Sprintf("%d:%s\n", len(big), big); got != want {
+		t.Errorf("the init with a pipe of 4 KiB got %d bytes, want %d", len(got), len(want))
 	}
 
 	// the right pid running another executable than swift-init

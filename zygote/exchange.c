@@ -389,6 +389,23 @@ static void derive(struct xconn *x, const struct swift_xenv *e)
 	}
 }
 
+/* dial_key: the key to dial peer with: its nth key from the newest (n
+ * wraps around), -1 when it has none */
+static int dial_key(const struct swift_xenv *e, const char *peer, int n)
+{
+	int i, count = 0;
+
+	for (i = 0; i < e->nkeys; i++)
+		count += !e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer);
+	if (!count)
+		return -1;
+	n = (n % count + count) % count;
+	for (i = 0; i < e->nkeys; i++)
+		if ((!e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer)) && n-- == 0)
+			return i;
+	return -1;
+}
+
 /* link_secret: the L of peer's live link into out; -1 when it has none. */
 static int link_secret(const struct xconn *x, const struct swift_xenv *e, uint8_t out[32])
 {
@@ -514,7 +531,7 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 	}
 	x->count = count;
 	x->flags = flags;
-	x->key = find_key(e, NULL, e->cfg->peers[peer].name); /* the newest key for the peer dials */
+	x->key = dial_key(e, e->cfg->peers[peer].name, e->cfg->peers[peer].key_next);
 	if (x->key < 0) {
 		snprintf(x->err, sizeof(x->err), "no key for peer %s (the shim hands a zygote the keys of its peers only)",
 			 e->cfg->peers[peer].name);

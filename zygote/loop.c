@@ -516,6 +516,7 @@ static void peer_failed(struct zygote *z, int peer, const char *err, int refused
 		p->backoff_ms = cap;
 	p->next_try_us = swift_now_us() + (uint64_t)p->backoff_ms * 1000;
 	if (refused) {
+		p->key_next++;
 		if (!p->refused)
 			zlog(z, "refused peer %s at %s:%d: it failed authentication for tenant %s", p->name, p->host,
 			     p->port, z->cfg.tenant);

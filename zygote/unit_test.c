@@ -1408,6 +1408,16 @@ static void test_exchange(void)
 	check(ra == XC_FAIL && rb == XC_FAIL && a->x.refused && b->fake.created == 0 && a->fake.created == 0 &&
 		      strstr(b->x.err, "key k2 is not in this node's keyring"),
 	      "exchange: a key the server does not hold yet is refused, nothing created");
+	/* after a refusal the loop dials with the next key (key_next): a
+	 * node that lacks the newest key is reached with the older one */
+	side_init(a, "a", "t1", K2 "," K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	a->cfg.peers[0].key_next = 1;
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE, "exchange: during a rotation, the next key reaches a node without the newest");
+	a->cfg.peers[0].key_next = 2;
+	swift_xconn_client(&a->x, &a->env, 0, 1, 0, NULL, NULL);
+	check(a->x.key == 0, "exchange: the key to dial with wraps around to the newest");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K3 "," K2, "a");
 	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);

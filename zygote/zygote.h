@@ -76,6 +76,10 @@ struct swift_peer {
 	uint32_t abandoned[SWIFT_X_MAX];
 	int dialing;         /* an exchange to it is in flight */
 	int refused;         /* its last exchange failed authentication */
+	int key_next;        /* which of its keys to dial with (counted from the
+	                      * newest; one more after each refusal, so that a
+	                      * node without the newest key is dialed with an
+	                      * older one during a rotation) */
 	int backoff_ms;
 	uint64_t next_try_us;
 };

@@ -96,15 +96,17 @@ int main(int argc, char **argv)
 	}
 	/* it holds the tenant key (the node's root does), so it makes the
 	 * pair key of the name it claims and its victim's, as the shim would:
-	 * HMAC(k, "swift-pair" 0 lo 0 hi) */
+	 * HMAC(k, "swift-pair" 0 tenant 0 lo 0 hi) */
 	for (i = 0; i < env.nkeys; i++) {
 		const char *lo = strcmp(cfg.name, argv[3]) < 0 ? cfg.name : argv[3];
 		const char *hi = lo == cfg.name ? argv[3] : cfg.name;
-		uint8_t msg[11 + 2 * SWIFT_NAME_MAX], out[32];
+		uint8_t msg[11 + 3 * SWIFT_NAME_MAX], out[32];
 		size_t ml = 0;
 
 		memcpy(msg, "swift-pair", 11);
 		ml = 11;
+		memcpy(msg + ml, cfg.tenant, strlen(cfg.tenant) + 1);
+		ml += strlen(cfg.tenant) + 1;
 		memcpy(msg + ml, lo, strlen(lo) + 1);
 		ml += strlen(lo) + 1;
 		memcpy(msg + ml, hi, strlen(hi));

@@ -202,10 +202,13 @@ scenario_x_tamper() {
 			continue
 		fi
 		xsync "up-$dir"
-		# a byte inside the QPs: the hello (240), the proof (32), the link
-		# proof (32), then QPs
-		offset=$((240 + 64 + 10))
-		[ "$dir" = 1 ] && offset=$((48 + 8 + 10))
+		# a byte inside the QPs: the hello (8 + 3 names of 128 + key id 16
+		# + nonce 16 + flags 4 + count 4 + ephemeral key 32 = 464), the
+		# proof (32), the link proof (32), then QPs; back, the challenge
+		# (nonce 16, ephemeral key 32, proof 32 = 80), the reply's status
+		# and count (8), then QPs
+		offset=$((464 + 64 + 10))
+		[ "$dir" = 1 ] && offset=$((80 + 8 + 10))
 		$hc flipproxy 10.0.3.1 18600 "$PEERIP" 18515 "$dir" "$offset" 12 >"$W/proxy-$dir.log" 2>&1 &
 		ppid=$!
 		sleep 0.5
