@@ -371,10 +371,12 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("a.worker_id_len", "64")
 		want("a.worker_zygote", "xpod-worker.default t1")
 		// a pod of another namespace cannot take its name; one with the
-		// same bare names gets its own namespace's, and the worker's link
-		// is untouched
+		// same bare names gets its own namespace's and links across
+		// namespaces with xb.default, and the worker's link is untouched
 		want("a.evil_claim", "refused")
-		want("a.evil_zygote", "xpod-worker.evil")
+		want("a.other_zygote", "xpod-worker.other")
+		want("a.other_peer", "connected")
+		want("a.other_qps", "2")
 		want("a.worker_peer_after_evil", "connected")
 		want("a.worker_peer", "connected")
 		want("a.worker_qps", "2")

@@ -352,15 +352,18 @@ crictl_() {
 # which the pod's peer list names as xb. The pod's zygote connects to b's
 # and a function in it exchanges checksummed messages with one on b, each
 # side naming the other bare. A pod of another namespace that claims the
-# worker's name is refused at Create; one that takes the same bare name
-# gets its own namespace's. Deleting the pods leaves nothing.
+# worker's name is refused at Create; one that takes the same bare names
+# in namespace other gets its own namespace's, xpod-worker.other, and links
+# with xb.default across namespaces (each lists the other's full name):
+# the pair keys the shims derive for the two names match. Deleting the
+# pods leaves nothing.
 scenario_x_cri() {
 	need_pair
 	need_rxe
 	need_containerd
 	provision t1
 	if [ "$NODE" = b ]; then
-		zrun xb xb.default 18515 t1 "xpod-worker.default=$PEERIP:18515" 2
+		zrun xb xb.default 18515 t1 "xpod-worker.default=$PEERIP:18515,xpod-worker.other=$PEERIP:18517" 2
 		zwait xb 'xpod-worker\.default' connected || fail "xb never connected to the pod's zygote xpod-worker.default"
 		fact peer_state "$(zexec xb /.swift/bin/swift-run --status | sed -n 's/^peer xpod-worker\.default [^ ]* \([a-z]*\) .*/\1/p')"
 		zexec xb /.swift/bin/swift-run --peer xpod-worker --all -- echo 20000 >"$W/xecho.log" 2>&1 &
@@ -450,17 +453,20 @@ JSON
 	echo "$out"
 	fact pingpong_verified "$(echo "$out" | sed -n 's/^pingpong: sent [0-9]*, verified \([0-9]*\),.*/\1/p')"
 	xsync used
-	# pods of namespace evil, which may claim t1 (the open policy) and so
-	# hold its key: one claims the worker's name, and is refused at
-	# Create; one takes the same bare names (pod xpod, container worker),
-	# and is named in its own namespace
+	# pods of other namespaces, which may claim t1 (the open policy): one
+	# of namespace evil claims the worker's name, and is refused at
+	# Create; one of namespace other takes the same bare names (pod xpod,
+	# container worker), is named in its own namespace, and links with
+	# xb.default, which it names in full
 	for e in claim same; do
 		ename=xpod
+		ens=other
 		eann=
-		[ $e = claim ] && ename=xclaim && eann='"swift.io/name": "xpod-worker.default",'
+		epeer=xb.default
+		[ $e = claim ] && ename=xclaim && ens=evil && epeer=xb && eann='"swift.io/name": "xpod-worker.default",'
 		cat >"$W/evil-$e.json" <<JSON
 {
-  "metadata": {"name": "$ename", "namespace": "evil", "uid": "evil-$e-$(cat /proc/sys/kernel/random/uuid)"},
+  "metadata": {"name": "$ename", "namespace": "$ens", "uid": "evil-$e-$(cat /proc/sys/kernel/random/uuid)"},
   "log_directory": "$W/podlogs/evil-$e",
   "linux": {"security_context": {"namespace_options": {"network": 2, "pid": 1}}},
   "annotations": {
@@ -470,7 +476,7 @@ JSON
     "swift.io/tenant": "t1",
     "swift.io/listen": "$([ $e = claim ] && echo 18516 || echo 18517)",
     $eann
-    "swift.io/peers": "xb=$PEERIP:18515"
+    "swift.io/peers": "$epeer=$PEERIP:18515"
   }
 }
 JSON
@@ -488,14 +494,16 @@ JSON
 		ewid=$(crictl_ create "$epod" "$W/worker.json" "$W/evil-$e.json") || fail "crictl create evil-$e worker failed"
 		crictl_ start "$ewid" || fail "crictl start evil-$e worker failed"
 		i=0
-		while [ $i -lt 20 ]; do
+		while [ $i -lt 40 ]; do
 			est=$(crictl_ exec "$ewid" /.swift/bin/swift-run --status 2>&1)
-			echo "$est" | grep -q '^zygote ' && break
+			echo "$est" | grep -q '^peer xb\.default .* connected ' && break
 			sleep 1
 			i=$((i + 1))
 		done
 		echo "$est"
-		fact evil_zygote "$(echo "$est" | sed -n 's/^zygote \([^ ]*\) tenant .*/\1/p')"
+		fact other_zygote "$(echo "$est" | sed -n 's/^zygote \([^ ]*\) tenant .*/\1/p')"
+		fact other_peer "$(echo "$est" | sed -n 's/^peer xb\.default [^ ]* \([a-z]*\) .*/\1/p')"
+		fact other_qps "$(echo "$est" | grep -c '^qp ')"
 	done
 	st=$(crictl_ exec "$wid" /.swift/bin/swift-run --status 2>&1)
 	fact worker_peer_after_evil "$(echo "$st" | sed -n 's/^peer xb\.default [^ ]* \([a-z]*\) .*/\1/p')"
