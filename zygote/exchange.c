@@ -310,14 +310,18 @@ int swift_keys_load(const struct swift_cfg *c, struct swift_key *keys, int max, 
 	return nk;
 }
 
-/* find_key: the first key for peer (a pair key, or one for every peer)
- * with id, or any id when NULL; -1 when there is none */
+int swift_key_for(const struct swift_key *k, const char *peer)
+{
+	return !k->peer[0] || !strcmp(k->peer, peer);
+}
+
+/* find_key: the key with id that serves peer; -1 when there is none */
 static int find_key(const struct swift_xenv *e, const char *id, const char *peer)
 {
 	int i;
 
 	for (i = 0; i < e->nkeys; i++)
-		if ((!id || !strcmp(e->keys[i].id, id)) && (!e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer)))
+		if (!strcmp(e->keys[i].id, id) && swift_key_for(&e->keys[i], peer))
 			return i;
 	return -1;
 }
@@ -396,12 +400,12 @@ static int dial_key(const struct swift_xenv *e, const char *peer, int n)
 	int i, count = 0;
 
 	for (i = 0; i < e->nkeys; i++)
-		count += !e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer);
+		count += swift_key_for(&e->keys[i], peer);
 	if (!count)
 		return -1;
 	n = (n % count + count) % count;
 	for (i = 0; i < e->nkeys; i++)
-		if ((!e->keys[i].peer[0] || !strcmp(e->keys[i].peer, peer)) && n-- == 0)
+		if (swift_key_for(&e->keys[i], peer) && n-- == 0)
 			return i;
 	return -1;
 }

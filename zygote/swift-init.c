@@ -234,7 +234,7 @@ static int read_key(struct zygote *z, char *err, size_t errlen)
 		return -1;
 	}
 	for (i = 0; i < z->cfg.npeers; i++) {
-		for (k = 0; k < z->nkeys && z->keys[k].peer[0] && strcmp(z->keys[k].peer, z->cfg.peers[i].name); k++)
+		for (k = 0; k < z->nkeys && !swift_key_for(&z->keys[k], z->cfg.peers[i].name); k++)
 			;
 		if (k == z->nkeys) {
 			snprintf(err, errlen, "tenant key: the shim handed no key for peer %s", z->cfg.peers[i].name);

@@ -640,6 +640,32 @@ static void test_requests(void)
 
 /* ---- the scheduling step -------------------------------------------------- */
 
+/* view_of: a view of a zygote named self with a device and the peers
+ * n0 (and n1, when not NULL), no free rows, no QP limit; the caller sets
+ * the rest. */
+static void view_of(struct swift_view *v, const char *self, const char *n0, const char *n1)
+{
+	memset(v, 0, sizeof(*v));
+	v->have_dev = 1;
+	v->qp_room = -1;
+	v->self = self;
+	v->names[v->npeers++] = n0;
+	if (n1)
+		v->names[v->npeers++] = n1;
+}
+
+/* schedule: the plan for a request of flags and nqp QPs naming peer */
+static void schedule(const struct swift_view *v, uint32_t flags, const char *peer, int nqp, struct swift_plan *p)
+{
+	struct swift_request r;
+
+	memset(&r, 0, sizeof(r));
+	r.flags = flags;
+	snprintf(r.peer, sizeof(r.peer), "%s", peer);
+	r.nqp = nqp;
+	swift_schedule(&r, v, p);
+}
+
 static void test_schedule(void)
 {
 	static const struct {
@@ -677,27 +703,17 @@ static void test_schedule(void)
 	size_t k;
 
 	for (k = 0; k < sizeof(tc) / sizeof(tc[0]); k++) {
-		struct swift_request r;
 		struct swift_view v;
 		struct swift_plan p;
 		char what[400];
 
-		memset(&r, 0, sizeof(r));
-		r.flags = tc[k].flags;
-		snprintf(r.peer, sizeof(r.peer), "%s", tc[k].peer);
-		r.nqp = tc[k].nqp;
-		memset(&v, 0, sizeof(v));
+		view_of(&v, "z", "a", "b");
 		v.have_dev = tc[k].have_dev;
 		v.share = (enum swift_share)tc[k].share;
 		v.allow_new_dest = tc[k].allow;
-		v.qp_room = -1;
-		v.npeers = 2;
-		v.self = "z";
-		v.names[0] = "a";
-		v.names[1] = "b";
 		v.free[0] = tc[k].free_a;
 		v.free[1] = tc[k].free_b;
-		swift_schedule(&r, &v, &p);
+		schedule(&v, tc[k].flags, tc[k].peer, tc[k].nqp, &p);
 		snprintf(what, sizeof(what), "schedule: %s: status %d peer %d take %d newdest %d own %d (%s)", tc[k].name,
 			 p.status, p.peer, p.take, p.newdest, p.own, p.msg);
 		check(p.status == tc[k].status &&
@@ -739,24 +755,14 @@ static void test_schedule(void)
 		size_t k;
 
 		for (k = 0; k < sizeof(nc) / sizeof(nc[0]); k++) {
-			struct swift_request r;
 			struct swift_view v;
 			struct swift_plan p;
 			char what[400];
 
-			memset(&r, 0, sizeof(r));
-			snprintf(r.peer, sizeof(r.peer), "%s", nc[k].want);
-			r.nqp = 1;
-			memset(&v, 0, sizeof(v));
-			v.have_dev = 1;
+			view_of(&v, nc[k].self, "b.team-a", "c.team-c");
 			v.share = SHARE_RELAY;
-			v.qp_room = -1;
-			v.self = nc[k].self;
-			v.npeers = 2;
-			v.names[0] = "b.team-a";
-			v.names[1] = "c.team-c";
 			v.free[0] = v.free[1] = 1;
-			swift_schedule(&r, &v, &p);
+			schedule(&v, 0, nc[k].want, 1, &p);
 			snprintf(what, sizeof(what), "schedule: zygote %s, peer named %s: status %d peer %d (%s)",
 				 nc[k].self, nc[k].want, p.status, p.peer, p.msg);
 			check(p.status == nc[k].status && (p.status || p.peer == nc[k].peer), what);
@@ -781,24 +787,15 @@ static void test_schedule(void)
 		size_t i;
 
 		for (i = 0; i < sizeof(lc) / sizeof(lc[0]); i++) {
-			struct swift_request r;
 			struct swift_view v;
 			struct swift_plan p;
 			char what[400];
 
-			memset(&r, 0, sizeof(r));
-			memset(&v, 0, sizeof(v));
-			r.flags = lc[i].flags;
-			r.nqp = lc[i].nqp;
-			snprintf(r.peer, sizeof(r.peer), "a");
-			v.have_dev = 1;
+			view_of(&v, "z", "a", NULL);
 			v.allow_new_dest = 1;
 			v.qp_room = lc[i].room;
-			v.npeers = 1;
-			v.self = "z";
-			v.names[0] = "a";
 			v.free[0] = lc[i].free_a;
-			swift_schedule(&r, &v, &p);
+			schedule(&v, lc[i].flags, "a", lc[i].nqp, &p);
 			snprintf(what, sizeof(what), "schedule, QP limit: %s: status %d take %d newdest %d own %d (%s)",
 				 lc[i].name, p.status, p.take, p.newdest, p.own, p.msg);
 			check(p.status == lc[i].status && (p.status ? strstr(p.msg, "under the container's QP limit") != NULL

@@ -386,6 +386,9 @@ void swift_seal(const uint8_t key[32], char role, uint8_t *buf, size_t len);
  * zygote) or a legacy key (16 to 64 raw bytes: one key, id "local").
  * Returns the number of keys, or -1 with err. */
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen);
+/* swift_key_for: whether k serves peer (a pair key of that peer's, or a
+ * key of a ring, which serves every peer). */
+int swift_key_for(const struct swift_key *k, const char *peer);
 /* Load the keys of a description without a shim's handoff: its key_file
  * (a regular file of 1 to 4096 bytes, opened without following a link
  * and without blocking), or with none the tenant's name as the key (tests
