@@ -342,6 +342,32 @@ crictl_() {
 	"$SWIFTVM_CRICTL_DIR/crictl" --config "$W/crictl.yaml" "$@"
 }
 
+# zpod_json FILE NAME NAMESPACE LOGDIR ANNOTATION...: the CRI config of a
+# host-network pod of tenant t1 whose container worker runs the zygote,
+# with more annotations ('"key": "value"' each).
+zpod_json() {
+	local f=$1 name=$2 ns=$3 logs=$4 a extra=
+	shift 4
+	for a in "$@"; do
+		extra="$extra,
+    $a"
+	done
+	mkdir -p "$logs"
+	cat >"$f" <<JSON
+{
+  "metadata": {"name": "$name", "namespace": "$ns", "uid": "$name-$ns-$(cat /proc/sys/kernel/random/uuid)"},
+  "log_directory": "$logs",
+  "linux": {"security_context": {"namespace_options": {"network": 2, "pid": 1}}},
+  "annotations": {
+    "swift.io/rdma": "true",
+    "swift.io/zygote": "true",
+    "swift.io/zygote-container": "worker",
+    "swift.io/tenant": "t1"$extra
+  }
+}
+JSON
+}
+
 # x-cri: on node a, a host-network pod through CRI (crictl, runtime handler
 # swift) whose pod annotations ask for RDMA and a zygote and name the
 # container that runs it (swift.io/zygote-container=worker); no
@@ -385,22 +411,7 @@ scenario_x_cri() {
 	crictl_ version || fail "CRI not answering on $W/containerd.sock"
 	crictl_ images
 	before_qps=$(rdma resource show qp | wc -l)
-	mkdir -p "$W/podlogs"
-	cat >"$W/pod.json" <<JSON
-{
-  "metadata": {"name": "xpod", "namespace": "default", "uid": "xpod-$(cat /proc/sys/kernel/random/uuid)"},
-  "log_directory": "$W/podlogs",
-  "linux": {"security_context": {"namespace_options": {"network": 2, "pid": 1}}},
-  "annotations": {
-    "swift.io/rdma": "true",
-    "swift.io/zygote": "true",
-    "swift.io/zygote-container": "worker",
-    "swift.io/tenant": "t1",
-    "swift.io/pool": "2",
-    "swift.io/peers": "xb=$PEERIP:18515"
-  }
-}
-JSON
+	zpod_json "$W/pod.json" xpod default "$W/podlogs" '"swift.io/pool": "2"' "\"swift.io/peers\": \"xb=$PEERIP:18515\""
 	for c in worker sidecar; do
 		cat >"$W/$c.json" <<JSON
 {
@@ -459,28 +470,13 @@ JSON
 	# container worker), is named in its own namespace, and links with
 	# xb.default, which it names in full
 	for e in claim same; do
-		ename=xpod
-		ens=other
-		eann=
-		epeer=xb.default
-		[ $e = claim ] && ename=xclaim && ens=evil && epeer=xb && eann='"swift.io/name": "xpod-worker.default",'
-		cat >"$W/evil-$e.json" <<JSON
-{
-  "metadata": {"name": "$ename", "namespace": "$ens", "uid": "evil-$e-$(cat /proc/sys/kernel/random/uuid)"},
-  "log_directory": "$W/podlogs/evil-$e",
-  "linux": {"security_context": {"namespace_options": {"network": 2, "pid": 1}}},
-  "annotations": {
-    "swift.io/rdma": "true",
-    "swift.io/zygote": "true",
-    "swift.io/zygote-container": "worker",
-    "swift.io/tenant": "t1",
-    "swift.io/listen": "$([ $e = claim ] && echo 18516 || echo 18517)",
-    $eann
-    "swift.io/peers": "$epeer=$PEERIP:18515"
-  }
-}
-JSON
-		mkdir -p "$W/podlogs/evil-$e"
+		if [ $e = claim ]; then
+			zpod_json "$W/evil-$e.json" xclaim evil "$W/podlogs/evil-$e" '"swift.io/listen": "18516"' \
+				'"swift.io/name": "xpod-worker.default"' "\"swift.io/peers\": \"xb=$PEERIP:18515\""
+		else
+			zpod_json "$W/evil-$e.json" xpod other "$W/podlogs/evil-$e" '"swift.io/listen": "18517"' \
+				"\"swift.io/peers\": \"xb.default=$PEERIP:18515\""
+		fi
 		epod=$(crictl_ runp --runtime swift "$W/evil-$e.json") || fail "crictl runp evil-$e failed"
 		eval "evil_$e=\$epod"
 		if [ $e = claim ]; then
