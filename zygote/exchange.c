@@ -421,6 +421,19 @@ static int link_secret(const struct xconn *x, const struct swift_xenv *e, uint8_
 	return 0;
 }
 
+/* make_secret: S into x->secret: in a first exchange X25519 of our
+ * ephemeral key (x->eph, wiped) with theirs, -1 when that is zero (their
+ * key is of small order); in a later one the live link's L, -2 when there
+ * is no link */
+static int make_secret(struct xconn *x, const struct swift_xenv *e, const uint8_t theirs[32])
+{
+	if (!(x->flags & SWIFT_X_INITIAL))
+		return link_secret(x, e, x->secret) ? -2 : 0;
+	swift_x25519(x->secret, x->eph, theirs);
+	explicit_bzero(x->eph, sizeof(x->eph));
+	return swift_x25519_zero(x->secret) ? -1 : 0;
+}
+
 /* link_proof: HMAC(L, "P" | x's transcript), L the secret x stands on. */
 static void link_proof(const struct xconn *x, uint8_t out[32])
 {
@@ -742,14 +755,14 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 			snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
 			return refuse(x, e, EACCES, 0);
 		}
-		/* the key is proved: S, then the session's keys */
-		if (x->flags & SWIFT_X_INITIAL) {
-			swift_x25519(x->secret, x->eph, x->hello + OFF_PUB);
-			explicit_bzero(x->eph, sizeof(x->eph));
-			if (swift_x25519_zero(x->secret))
-				return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
-		} else {
-			x->nolink = link_secret(x, e, x->secret) != 0;
+		/* the key is proved: S, then the session's keys (a later exchange
+		 * without a link is refused below, with a tag) */
+		switch (make_secret(x, e, x->hello + OFF_PUB)) {
+		case -1:
+			return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
+		case -2:
+			x->nolink = 1;
+			break;
 		}
 		derive(x, e);
 		/* a first exchange carries no link proof (zeros, so that no byte
@@ -859,17 +872,14 @@ static int client_advance(struct xconn *x, const struct swift_xenv *e)
 				    p->name, e->cfg->tenant, k->id, p->name);
 		}
 		memset(m + MAC_LEN, 0, MAC_LEN);
-		if (x->flags & SWIFT_X_INITIAL) {
-			swift_x25519(x->secret, x->eph, x->in + 16);
-			explicit_bzero(x->eph, sizeof(x->eph));
-			if (swift_x25519_zero(x->secret))
-				return fail(x, e, EPROTO, "peer %s sent an ephemeral key of small order", p->name);
-		} else {
-			if (!swift_x25519_zero(x->in + 16))
-				return fail(x, e, EPROTO, "peer %s sent an ephemeral key in a later exchange", p->name);
-			if (link_secret(x, e, x->secret))
-				return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
-					    p->name);
+		if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + 16))
+			return fail(x, e, EPROTO, "peer %s sent an ephemeral key in a later exchange", p->name);
+		switch (make_secret(x, e, x->in + 16)) {
+		case -1:
+			return fail(x, e, EPROTO, "peer %s sent an ephemeral key of small order", p->name);
+		case -2:
+			return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
+				    p->name);
 		}
 		derive(x, e);
 		if (!(x->flags & SWIFT_X_INITIAL))
