@@ -105,9 +105,10 @@ func (r Ring) Format() []byte {
 // PairKey is the key two zygotes of tenant, named a and b, prove the
 // exchange with: HMAC-SHA-256 under the tenant key k of "swift-pair", then
 // the tenant and the two names in byte order, each after a NUL (names and
-// tenants hold no NUL: they are DNS labels, joined by dots). The shim hands each zygote only the pair
-// keys of its own name and its peers' names (PairRing), never k: a zygote,
-// or whoever reads its memory, speaks for no name but its own.
+// tenants hold no NUL: they are DNS labels, joined by dots). The shim
+// hands each zygote only the pair keys of its own name and its peers'
+// names (PairRing), never k: a zygote, or whoever reads its memory, speaks
+// for no name but its own.
 func PairKey(k []byte, tenant, a, b string) []byte {
 	if b < a {
 		a, b = b, a
@@ -117,9 +118,9 @@ func PairKey(k []byte, tenant, a, b string) []byte {
 	return m.Sum(nil)
 }
 
-// PairRing writes the ring a zygote of tenant named self proves with, for each of
-// its peers each key of r as their pair key, newest first: "<id> <key>
-// <peer>" per line, as swift-init reads it.
+// PairRing writes the ring a zygote of tenant named self proves with: for
+// each of its peers each key of r as their pair key, newest first, "<id>
+// <key> <peer>" per line, as swift-init reads it.
 func (r Ring) PairRing(tenant, self string, peers []string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Swift pair keys of zygote %s of tenant %s: <id> <key> <peer>, newest first\n", self, tenant)
