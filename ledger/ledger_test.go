@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
 
@@ -698,5 +699,65 @@ func TestUIDRanges(t *testing.T) {
 	got, _, err := l.Acquire(lease("n", "g", "t1", one(1)), Quota{})
 	if err != nil || got.UIDRange != nil {
 		t.Fatalf("a lease without ranges: %v, %v", got.UIDRange, err)
+	}
+}
+
+// TestCheckRefusesKeysOutOfOrder: a ledger whose leaf holds a key out of
+// order (lease n/a's key turned into n/x, now before n/b to n/h) reads,
+// decodes and takes writes, yet bbolt's lookups, which search in order,
+// no longer find every lease: a Create's lease could be recorded twice
+// and a release miss. bbolt's consistency check in the ledger's check
+// finds it: the file is corrupt before any operation opens it.
+func TestCheckRefusesKeysOutOfOrder(t *testing.T) {
+	l := New(t.TempDir())
+	l.Alive = func(Lease) bool { return true }
+	for _, id := range strings.Split("abcdefgh", "") { // a bucket of its own pages, not inline
+		if _, _, err := l.Acquire(lease("n", id, "t", one(1)), Quota{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the key in the leaf in use (freed pages keep older copies)
+	db, err := bolt.Open(l.Path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves []int
+	err = db.View(func(tx *bolt.Tx) error {
+		for id := 2; int64(id*db.Info().PageSize) < tx.Size(); id++ {
+			p, err := tx.Page(id)
+			if err != nil {
+				return err
+			}
+			if p != nil && p.Type == "leaf" {
+				leaves = append(leaves, id)
+			}
+		}
+		return nil
+	})
+	pageSize := db.Info().PageSize
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(l.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := -1
+	for _, id := range leaves {
+		if j := strings.Index(string(data[id*pageSize:(id+1)*pageSize]), "n/a"); j >= 0 {
+			i = id*pageSize + j
+		}
+	}
+	if i < 0 {
+		t.Fatalf("no leaf in use (pages %v) holds key n/a", leaves)
+	}
+	data[i+2] = 'x'
+	if err := os.WriteFile(l.Path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.List()
+	if !errdefs.IsDataLoss(err) || !strings.Contains(err.Error(), "than previous element") {
+		t.Fatalf("List(keys out of order) = %v, want DataLoss naming the misordered key", err)
 	}
 }
