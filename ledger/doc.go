@@ -11,4 +11,11 @@
 // directory and the shim process (PID and start time); a lease whose
 // bundle is gone or whose shim is dead belongs to a container that no
 // longer exists and is reclaimed by GC and by every Acquire.
+//
+// The files, one concern each: amounts.go (amounts, quotas and the
+// refusals), lease.go (what a lease holds), owner.go (whether a lease's
+// shim is alive, through /proc), ledger.go (the lock, the bbolt open and a
+// transaction on the lease bucket), check.go (the out-of-process check
+// bbolt opens only files it passed), operations.go (acquire, release, list
+// and gc) and repair.go (salvage and rebuild).
 package ledger
