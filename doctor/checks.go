@@ -267,7 +267,7 @@ func checkCgroup(n Node, cfg config.Config, kc kernelConfig) Result {
 		return r
 	}
 	r.Status = Warn
-	why := "the rdma controller is not available"
+	var why string
 	switch {
 	case kc.get("CONFIG_CGROUP_RDMA") == "n":
 		why = "the kernel is built without CONFIG_CGROUP_RDMA"

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/verbs"
-	"golang.org/x/sys/unix"
 )
 
 // Status is a check's verdict.

@@ -99,7 +99,7 @@ func readTrim(path string) string {
 func SysfsGID(addr netip.Addr) string {
 	b := netip.AddrFrom16(addr.As16()).As16()
 	var parts []string
-	for i := 0; i < 16; i += 2 {
+	for i := 0; i+1 < len(b); i += 2 {
 		parts = append(parts, fmt.Sprintf("%02x%02x", b[i], b[i+1]))
 	}
 	return strings.Join(parts, ":")

@@ -39,6 +39,7 @@ func (m Hooks) Modify(s *specs.Spec) error {
 	h := s.Hooks
 	// a swift-hook anywhere else (another spelling of its path, another
 	// hook point) could release the lease early or skip a check: ours only
+	//nolint:staticcheck // Prestart is deprecated, but runtimes still run it: a swift-hook there must go too
 	for _, l := range []*[]specs.Hook{&h.Prestart, &h.CreateRuntime, &h.CreateContainer, &h.StartContainer, &h.Poststart, &h.Poststop} {
 		*l = m.without(*l)
 	}

@@ -45,9 +45,11 @@ func TestHooks(t *testing.T) {
 			mod:  h,
 			in: func() *specs.Spec {
 				early := specs.Hook{Path: "/opt/x/../bin/swift-hook", Args: []string{"swift-hook", "release", "--config", "/etc/swift/config.toml"}}
+				//nolint:staticcheck // Prestart is deprecated, but runtimes still run it
 				return &specs.Spec{Hooks: &specs.Hooks{Prestart: []specs.Hook{early, nri}, StartContainer: []specs.Hook{early}, CreateContainer: []specs.Hook{early},
 					Poststart: []specs.Hook{early}, CreateRuntime: []specs.Hook{early}}}
 			},
+			//nolint:staticcheck // Prestart is deprecated, but runtimes still run it
 			want: &specs.Spec{Hooks: &specs.Hooks{Prestart: []specs.Hook{nri}, CreateRuntime: []specs.Hook{netcheck}, Poststop: []specs.Hook{release}}},
 		},
 		{

@@ -606,7 +606,7 @@ func removeImport(src []byte) ([]byte, string, error) {
 		return src, "", nil
 	}
 	var restore []byte
-	if !extended && equal(cur.Imports, []string{added}) {
+	if !extended && slices.Equal(cur.Imports, []string{added}) {
 		restore = []byte{} // the whole entry goes
 	}
 	if extended {
@@ -617,7 +617,7 @@ func removeImport(src []byte) ([]byte, string, error) {
 		var prev struct {
 			Imports []string `toml:"imports"`
 		}
-		if err := toml.Unmarshal(orig.Bytes(), &prev); err == nil && equal(append(prev.Imports, added), cur.Imports) {
+		if err := toml.Unmarshal(orig.Bytes(), &prev); err == nil && slices.Equal(append(prev.Imports, added), cur.Imports) {
 			restore = orig.Bytes()
 		}
 	}
@@ -661,18 +661,6 @@ func parseMarker(line string) (extended bool, imp string, ok bool) {
 		return true, imp, true
 	}
 	return false, "", false
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // writeAtomic replaces path with data (atomicfile), mode 0644 when mode is 0.

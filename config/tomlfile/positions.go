@@ -22,12 +22,12 @@ type Positions struct {
 
 // Line returns the line of key, else of its closest enclosing key; 0 when
 // unknown.
-func (p *Positions) Line(key string) int {
-	if p == nil {
+func (pos *Positions) Line(key string) int {
+	if pos == nil {
 		return 0
 	}
 	for key != "" {
-		if l, ok := p.lines[key]; ok {
+		if l, ok := pos.lines[key]; ok {
 			return l
 		}
 		i := strings.LastIndexAny(key, ".[")

@@ -107,7 +107,7 @@ cat /dev/infiniband/uverbs0 2>&1 | sed 's/^/open: /'`
 
 	// swift.io/devices selects one device; check the spec runc received.
 	id := "devices-one"
-	so, se, code = ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: opts, detach: true,
+	_, se, code = ctrRun(t, runSpec{id: id, runtime: swiftRuntime, optsFile: opts, detach: true,
 		annotations: map[string]string{"swift.io/rdma": "true", "swift.io/devices": "rxe1"}, args: []string{"sleep", "60"}})
 	if code != 0 {
 		t.Fatalf("detached run: exit %d, stderr %q", code, se)
