@@ -117,6 +117,11 @@ type Quota struct {
 	Memlock    uint64
 }
 
+// Amounts is the quota in the ledger's terms (0: no limit).
+func (q Quota) Amounts() ledger.Amounts {
+	return ledger.Amounts{Containers: q.Containers, QPs: q.QPs, HCAHandle: q.HCAHandle, HCAObject: q.HCAObject, Memlock: q.Memlock}
+}
+
 // PeerRule is one entry of a tenant's peers: a network and a port range.
 type PeerRule struct {
 	Prefix netip.Prefix

@@ -16,6 +16,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/config/tomlfile"
+	"github.com/swift-rdma/swift-containerd/ledger"
 )
 
 // TestBadPolicies: every file under testdata/bad is refused with an
@@ -676,5 +677,15 @@ func TestParseReportsEveryProblem(t *testing.T) {
 				t.Errorf("problems\n got %q\nwant %q", pe.Problems, tc.want)
 			}
 		})
+	}
+}
+
+// TestQuotaAmounts: each node-wide limit lands in the ledger field of the
+// same resource (the shim's quota and swiftctl pools ls read it so).
+func TestQuotaAmounts(t *testing.T) {
+	got := Quota{Containers: 1, QPs: 2, HCAHandle: 3, HCAObject: 4, Memlock: 5}.Amounts()
+	want := ledger.Amounts{Containers: 1, QPs: 2, HCAHandle: 3, HCAObject: 4, Memlock: 5}
+	if got != want {
+		t.Errorf("Amounts() = %+v, want %+v", got, want)
 	}
 }

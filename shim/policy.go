@@ -153,8 +153,7 @@ func acquireLease(ctx context.Context, cfg config.Config, ten *tenancy, bundle s
 	lease := ledger.Lease{Namespace: ns, ID: id, Tenant: t.Name, Devices: ten.devices, Charge: ten.charge,
 		Bundle: bundle, Owner: owner, Listen: listen}
 	q := ledger.Quota{
-		Limit: ledger.Amounts{Containers: t.Node.Containers, QPs: t.Node.QPs, HCAHandle: t.Node.HCAHandle,
-			HCAObject: t.Node.HCAObject, Memlock: t.Node.Memlock},
+		Limit:     t.Node.Amounts(),
 		Source:    fmt.Sprintf("%s in %s", t.Key("node"), ten.policy.Path),
 		UIDRanges: uidRanges,
 	}

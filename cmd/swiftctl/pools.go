@@ -136,8 +136,7 @@ func poolsList(stdout, stderr io.Writer, cfgPath string, leases bool, format out
 		fmt.Fprintf(stderr, "swiftctl: warning: %v (quotas not shown)\n", err)
 	} else {
 		for n, t := range p.Tenants {
-			quotas[n] = ledger.Amounts{Containers: t.Node.Containers, QPs: t.Node.QPs, HCAHandle: t.Node.HCAHandle,
-				HCAObject: t.Node.HCAObject, Memlock: t.Node.Memlock}
+			quotas[n] = t.Node.Amounts()
 		}
 	}
 	used := ledger.Usage(all)

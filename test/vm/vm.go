@@ -549,12 +549,12 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		// the impostor speaks the zygotes' protocol: it is built from it
 		{"impostor", "impostor.c", []string{"-static", "-D_GNU_SOURCE", "-I", zdir, filepath.Join(zdir, "exchange.c"),
 			filepath.Join(zdir, "sha256.c"), filepath.Join(zdir, "x25519.c"), filepath.Join(zdir, "util.c"), filepath.Join(zdir, "config.c")}},
-		{"qpbench", "qpbench.c", []string{"-libverbs"}},
+		{"qpbench", "qpbench.c", []string{"-I", zdir, "-libverbs"}}, // message.h: the handlers' messages
 	}
 	var built []string
 	for _, p := range progs {
 		out := filepath.Join(runDir, p.out)
-		args := append([]string{"-Wall", "-Wextra", "-O2", "-o", out, filepath.Join(csrc, p.src)}, p.args...)
+		args := append([]string{"-Wall", "-Wextra", "-Werror", "-O2", "-o", out, filepath.Join(csrc, p.src)}, p.args...)
 		if msg, err := exec.CommandContext(ctx, "gcc", args...).CombinedOutput(); err != nil || len(bytes.TrimSpace(msg)) > 0 {
 			return fmt.Errorf("gcc %s (must build warning-free; libibverbs-dev installed?): %v\n%s", p.src, err, msg)
 		}

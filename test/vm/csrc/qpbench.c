@@ -30,9 +30,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "message.h"
 
-#define HDR 16u
-#define F_NOECHO 1u
 #define SLOTS 16
 #define WR_SEND 1ull
 #define WR_RECV 2ull
@@ -64,41 +63,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint32_t fnv1a(const uint8_t *p, size_t n)
-{
-	uint32_t h = 2166136261u;
-
-	while (n--)
-		h = (h ^ *p++) * 16777619u;
-	return h;
-}
-
-static void fill(uint8_t *b, uint32_t seq, uint32_t len, uint32_t flags)
-{
-	uint32_t i, x = seq * 2654435761u + 1;
-
-	for (i = 0; i < len; i++) {
-		x = x * 1103515245u + 12345u;
-		b[HDR + i] = (uint8_t)(x >> 16);
-	}
-	memcpy(b, &seq, 4);
-	memcpy(b + 4, &len, 4);
-	memcpy(b + 8, &flags, 4);
-	x = fnv1a(b + HDR, len);
-	memcpy(b + 12, &x, 4);
-}
-
-static int intact(const uint8_t *b, size_t got)
-{
-	uint32_t len, sum;
-
-	if (got < HDR)
-		return 0;
-	memcpy(&len, b + 4, 4);
-	memcpy(&sum, b + 12, 4);
-	return got == HDR + len && fnv1a(b + HDR, len) == sum;
 }
 
 static int die(const char *what)
