@@ -106,8 +106,7 @@ func logf(w io.Writer, format string, a ...any) {
 
 // Build profiles the node's control plane, decides what can be cached, and
 // writes and activates a new cache. It changes nothing on failure.
-func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
-	var res BuildResult
+func Build(ctx context.Context, o BuildOptions) (res BuildResult, retErr error) {
 	if o.Runs < 1 {
 		return res, fmt.Errorf("runs must be at least 1: %w", errdefs.ErrInvalidArgument)
 	}
@@ -157,42 +156,11 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 	}
 
 	m := Manifest{Built: time.Now().UTC(), Fingerprint: fp, StockDrivers: StockDrivers(files), Env: map[string]string{}}
-	var needed []string
 	snap := Snapshot{Kernel: fp.Kernel, RDMACore: fp.RDMACore, Drivers: m.StockDrivers}
-	for _, d := range fp.Devices {
-		maj, min, err := rdma.ParseDevNumber(d.Dev)
-		if err != nil {
-			return res, fmt.Errorf("device %s: %w", d.Name, err)
-		}
-		sd := SnapshotDevice{Name: d.Name, Uverbs: d.Uverbs, Major: maj, Minor: min, NodeGUID: d.NodeGUID, FWVersion: d.FWVersion,
-			Inode: d.Inode}
-		dp := stock.Device(d.Name)
-		if dp == nil {
-			return res, fmt.Errorf("device %s (%s): libibverbs does not list it (no provider for it in %s?): %w", d.Name, d.Uverbs, confDir, errdefs.ErrFailedPrecondition)
-		}
-		if dp.Uverbs != d.Uverbs {
-			return res, fmt.Errorf("device %s: libibverbs says %s, sysfs %s: %w", d.Name, dp.Uverbs, d.Uverbs, errdefs.ErrFailedPrecondition)
-		}
-		if dp.Provider == "" {
-			return res, fmt.Errorf("device %s: cannot tell which provider drives it: %w", d.Name, errdefs.ErrFailedPrecondition)
-		}
-		m.Providers = append(m.Providers, Provider{Device: d.Name, Name: dp.Provider, Library: dp.Library})
-		needed = appendUnique(needed, dp.Provider)
-		if len(dp.Attrs) > 0 && len(dp.Attrs[0]) <= AttrMax {
-			sd.Attr = dp.Attrs[0]
-			sd.AttrStable = dp.AttrStable() && len(dp.Attrs) == len(stock.Runs)
-		}
-		sd.Ports = dp.PortsStatic()
-		st := DeviceStability{Device: d.Name, AttrStable: sd.AttrStable, AttrLen: len(sd.Attr), Ports: len(sd.Ports)}
-		for _, p := range sd.Ports {
-			if p.Stable {
-				st.PortsStable++
-			}
-		}
-		m.Stability = append(m.Stability, st)
-		snap.Devices = append(snap.Devices, sd)
+	needed, err := describeDevices(fp, stock, confDir, &m, &snap)
+	if err != nil {
+		return res, err
 	}
-	sort.Strings(needed)
 	selected, missing := SelectDrivers(files, needed)
 	if len(missing) > 0 {
 		return res, fmt.Errorf("no .driver file in %s names provider(s) %s: %w", confDir, strings.Join(missing, ", "), errdefs.ErrFailedPrecondition)
@@ -212,8 +180,7 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 			snap.CopyOnFork = cof != nil && *cof
 		}
 	}
-	med := stock.Medians()
-	m.Profile = ProfileSummary{Runs: len(stock.Runs), Device: device, StockUS: med}
+	m.Profile = ProfileSummary{Runs: len(stock.Runs), Device: device, StockUS: stock.Medians()}
 	preload, err := os.ReadFile(o.Preload)
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", o.Preload, err)
@@ -222,47 +189,99 @@ func Build(ctx context.Context, o BuildOptions) (BuildResult, error) {
 	if err != nil {
 		return res, err
 	}
-	discard := func() { os.RemoveAll(dir) }
+	defer func() {
+		if retErr != nil { // a cache that did not make it is not left behind
+			os.RemoveAll(dir)
+		}
+	}()
 
-	if o.MeasureCached && os.Geteuid() == 0 {
-		logf(o.Log, "profiling the cached path: %d runs on %s", o.Runs, device)
-		cached, err := RunProfiler(ctx, o.Profiler, []string{"--runs", strconv.Itoa(o.Runs), "--device", device,
-			"--config-dir", filepath.Join(dir, ConfigDirName), "--preload", filepath.Join(dir, PreloadFile), "--cache", dir}, o.Log)
-		if err != nil {
-			discard()
-			return res, fmt.Errorf("the new cache does not work: %w", err)
+	switch {
+	case o.MeasureCached && os.Geteuid() == 0:
+		if res.Cached, err = profileCached(ctx, o, dir, device, &m.Profile); err != nil {
+			return res, err
 		}
-		for _, r := range cached.Runs {
-			if r.Cache != string(StateValid) {
-				discard()
-				return res, fmt.Errorf("the preload finds the new cache %q, not valid (run %d): %w", r.Cache, r.Index, errdefs.ErrInternal)
-			}
-		}
-		res.Cached = &cached
-		m.Profile.CachedUS = cached.Medians()
-		if c := m.Profile.CachedUS["critical"]; c > 0 {
-			m.Profile.Speedup = med["critical"] / c
-		}
-	} else if o.MeasureCached {
+	case o.MeasureCached:
 		m.Profile.CachedNote = "cached path not measured: needs root (private mount namespace)"
-	} else {
+	default:
 		m.Profile.CachedNote = "cached path not measured (--no-cached)"
 	}
 	if err := UpdateManifest(dir, m); err != nil {
-		discard()
 		return res, err
 	}
 	final, _, err := Load(dir)
 	if err != nil {
-		discard()
 		return res, fmt.Errorf("the new cache does not verify: %w", err)
 	}
 	if err := SetCurrent(o.StateDir, dir); err != nil {
-		discard()
 		return res, err
 	}
 	res.Dir, res.Manifest = dir, final
 	return res, nil
+}
+
+// describeDevices records each of fp's devices as the stock profile saw
+// it: its provider (m.Providers), what of its attributes held still
+// (m.Stability), and its snapshot entry (snap.Devices). It returns the
+// providers the devices need, sorted.
+func describeDevices(fp Fingerprint, stock Profile, confDir string, m *Manifest, snap *Snapshot) ([]string, error) {
+	var needed []string
+	for _, d := range fp.Devices {
+		maj, min, err := rdma.ParseDevNumber(d.Dev)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", d.Name, err)
+		}
+		sd := SnapshotDevice{Name: d.Name, Uverbs: d.Uverbs, Major: maj, Minor: min, NodeGUID: d.NodeGUID, FWVersion: d.FWVersion,
+			Inode: d.Inode}
+		dp := stock.Device(d.Name)
+		if dp == nil {
+			return nil, fmt.Errorf("device %s (%s): libibverbs does not list it (no provider for it in %s?): %w", d.Name, d.Uverbs, confDir, errdefs.ErrFailedPrecondition)
+		}
+		if dp.Uverbs != d.Uverbs {
+			return nil, fmt.Errorf("device %s: libibverbs says %s, sysfs %s: %w", d.Name, dp.Uverbs, d.Uverbs, errdefs.ErrFailedPrecondition)
+		}
+		if dp.Provider == "" {
+			return nil, fmt.Errorf("device %s: cannot tell which provider drives it: %w", d.Name, errdefs.ErrFailedPrecondition)
+		}
+		m.Providers = append(m.Providers, Provider{Device: d.Name, Name: dp.Provider, Library: dp.Library})
+		needed = appendUnique(needed, dp.Provider)
+		if len(dp.Attrs) > 0 && len(dp.Attrs[0]) <= AttrMax {
+			sd.Attr = dp.Attrs[0]
+			sd.AttrStable = dp.AttrStable() && len(dp.Attrs) == len(stock.Runs)
+		}
+		sd.Ports = dp.PortsStatic()
+		st := DeviceStability{Device: d.Name, AttrStable: sd.AttrStable, AttrLen: len(sd.Attr), Ports: len(sd.Ports)}
+		for _, p := range sd.Ports {
+			if p.Stable {
+				st.PortsStable++
+			}
+		}
+		m.Stability = append(m.Stability, st)
+		snap.Devices = append(snap.Devices, sd)
+	}
+	sort.Strings(needed)
+	return needed, nil
+}
+
+// profileCached profiles the new cache at dir (its trimmed driver list,
+// its preload, its snapshot) and records the medians and the speedup over
+// the stock path in summary. Every run must find the cache valid.
+func profileCached(ctx context.Context, o BuildOptions, dir, device string, summary *ProfileSummary) (*Profile, error) {
+	logf(o.Log, "profiling the cached path: %d runs on %s", o.Runs, device)
+	cached, err := RunProfiler(ctx, o.Profiler, []string{"--runs", strconv.Itoa(o.Runs), "--device", device,
+		"--config-dir", filepath.Join(dir, ConfigDirName), "--preload", filepath.Join(dir, PreloadFile), "--cache", dir}, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("the new cache does not work: %w", err)
+	}
+	for _, r := range cached.Runs {
+		if r.Cache != string(StateValid) {
+			return nil, fmt.Errorf("the preload finds the new cache %q, not valid (run %d): %w", r.Cache, r.Index, errdefs.ErrInternal)
+		}
+	}
+	summary.CachedUS = cached.Medians()
+	if c := summary.CachedUS["critical"]; c > 0 {
+		summary.Speedup = summary.StockUS["critical"] / c
+	}
+	return &cached, nil
 }
 
 func appendUnique(l []string, s string) []string {
