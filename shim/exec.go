@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	taskapi "github.com/containerd/containerd/api/runtime/task/v3"
 	"github.com/containerd/errdefs"
@@ -19,37 +18,10 @@ import (
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
-// bundles remembers each container's bundle, for Exec.
-type bundles struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (b *bundles) set(id, dir string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.m == nil {
-		b.m = map[string]string{}
-	}
-	b.m[id] = dir
-}
-
-func (b *bundles) get(id string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m[id]
-}
-
-func (b *bundles) del(id string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.m, id)
-}
-
 // Exec gives an exec'd process what Create gave the container: containerd
 // builds the exec spec from the spec it stored, which lacks Swift's edits.
 func (s *Service) Exec(ctx context.Context, r *taskapi.ExecProcessRequest) (*emptypb.Empty, error) {
-	if dir := s.bundles.get(r.ID); dir != "" && r.Spec != nil {
+	if dir := s.containers.bundle(r.ID); dir != "" && r.Spec != nil {
 		if err := EditExecSpec(filepath.Join(dir, SpecFile), r); err != nil {
 			return nil, errgrpc.ToGRPC(err)
 		}

@@ -265,7 +265,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	}
 	// the keys to hand over are the pair keys of tenant a's node-local
 	// ring for the zygote's name and its two peers', in the pod's namespace
-	_, key, err := editBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	_, key, err := editBundle(callerCtx(ann), bundle, Node{CgroupRoot: n.cgroupRoot, ConfigPath: cfg})
 	b, _ := os.ReadFile(filepath.Join(state, "keys", "a.keys"))
 	ring, perr := keys.Parse("a.keys", b)
 	if perr != nil || len(ring) != 1 {

@@ -2,9 +2,6 @@ package shim
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
-	"time"
 
 	taskv2 "github.com/containerd/containerd/api/runtime/task/v2"
 	taskapi "github.com/containerd/containerd/api/runtime/task/v3"
@@ -12,14 +9,9 @@ import (
 	"github.com/containerd/containerd/v2/pkg/shim"
 	"github.com/containerd/containerd/v2/pkg/shutdown"
 	"github.com/containerd/containerd/v2/plugins"
-	"github.com/containerd/errdefs"
-	"github.com/containerd/errdefs/pkg/errgrpc"
-	"github.com/containerd/log"
 	"github.com/containerd/plugin"
 	"github.com/containerd/plugin/registry"
 	"github.com/containerd/ttrpc"
-
-	"github.com/swift-rdma/swift-containerd/config"
 )
 
 // RuntimeType is the containerd runtime type this shim serves.
@@ -55,8 +47,7 @@ func init() {
 // embedded runc task service unchanged.
 type Service struct {
 	taskapi.TTRPCTaskService
-	bundles bundles
-	leases  leases
+	containers containers
 }
 
 // RegisterTTRPC implements containerd's shim TTRPCService.
@@ -66,55 +57,11 @@ func (s *Service) RegisterTTRPC(server *ttrpc.Server) error {
 	return nil
 }
 
-// Create prepares the bundle's spec, converts runtime options, then delegates.
-func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*taskapi.CreateTaskResponse, error) {
-	start := time.Now()
-	lease, key, err := prepare(ctx, r)
-	if err != nil {
-		log.G(ctx).WithError(err).WithField("id", r.ID).Error("swift: create refused")
-		return nil, errgrpc.ToGRPC(err)
-	}
-	log.G(ctx).WithField("id", r.ID).WithField("took", time.Since(start)).Debug("swift: spec prepared")
-	resp, err := s.TTRPCTaskService.Create(ctx, r)
-	if err != nil {
-		lease.release(ctx) // runc did not create it: the lease goes back
-		if key != nil {
-			key.drop()
-		}
-		return resp, err
-	}
-	if key != nil {
-		// the container's init: runc's until Start, then swift-init
-		key.start(ctx, r.ID, int(resp.Pid))
-	}
-	s.bundles.set(r.ID, r.Bundle)
-	s.leases.set(r.ID, lease)
-	return resp, nil
-}
-
 // Delete delegates; deleting the init process releases the container's lease.
 func (s *Service) Delete(ctx context.Context, r *taskapi.DeleteRequest) (*taskapi.DeleteResponse, error) {
 	resp, err := s.TTRPCTaskService.Delete(ctx, r)
 	if err == nil && r.ExecID == "" {
-		s.bundles.del(r.ID)
-		s.leases.take(r.ID).release(ctx)
+		s.containers.remove(r.ID).lease.release(ctx)
 	}
 	return resp, err
-}
-
-// prepare is Prepare returning the container's lease (nil without a
-// policy) and a zygote's key to hand over (nil for other containers).
-func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, *keyHandoff, error) {
-	ropts, err := ConvertOptions(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfgPath := ropts.SwiftConfig
-	if cfgPath == "" {
-		cfgPath = config.PathFromEnv()
-	}
-	if !filepath.IsAbs(r.Bundle) {
-		return nil, nil, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
-	}
-	return editBundle(ctx, r.Bundle, cfgPath, Node{CgroupRoot: "/sys/fs/cgroup"})
 }

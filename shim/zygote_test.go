@@ -257,7 +257,7 @@ func TestPrepareZygoteNames(t *testing.T) {
 			s := &specs.Spec{Process: &specs.Process{Args: []string{"sleep"}}, Annotations: tc.ann,
 				Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}}
 			tc.opts.Tenant = "t1"
-			p, err := prepareZygote(bundle, cfg, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, caller: tc.caller, opts: tc.opts}, s)
+			p, err := prepareZygote(&createRequest{bundle: bundle, cfg: cfg, spec: s}, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, caller: tc.caller, opts: tc.opts})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errdefs.IsInvalidArgument(err) {
 					t.Fatalf("err = %v, want InvalidArgument with %q", err, tc.wantErr)
@@ -313,7 +313,7 @@ func TestPrepareZygoteKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := annotations.Options{Tenant: "t1", Peers: []annotations.Peer{{Name: "b", Host: "10.0.0.2", Port: 18515}}}
-			p, err := prepareZygote(bundle, c, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, opts: o}, tc.s)
+			p, err := prepareZygote(&createRequest{bundle: bundle, cfg: c, spec: tc.s}, &tenancy{tenant: &policy.Tenant{Name: "t1", Unlimited: true}, opts: o})
 			if err != nil {
 				t.Fatal(err)
 			}
