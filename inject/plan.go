@@ -9,6 +9,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/rdma"
+	"github.com/swift-rdma/swift-containerd/verbs"
 )
 
 // EnvDevices names the variable that tells a workload its RDMA devices.
@@ -42,8 +43,21 @@ type Node struct {
 	// DropCapabilities, when set, takes the capabilities it names from
 	// the container's process (the tenant policy's network capabilities).
 	DropCapabilities *DropCapabilities
-	// Seccomp, when set, adds the tenant's seccomp denials (last in the chain).
+	// Seccomp, when set, adds the tenant's seccomp denials.
 	Seccomp *Seccomp
+	// VerbsCache, when set, is the node's verbs cache as verbs.Check found
+	// it: the container's swift.io/verbs and it decide its verbs mode
+	// (DecideVerbs), the last modifier of the chain.
+	VerbsCache *verbs.Result
+}
+
+// Chain is a container's plan: the modifiers in the order of the package
+// doc, what was left out and why (Warnings, for the caller's log), and the
+// names of the devices injected (what a netcheck checks).
+type Chain struct {
+	Mods     []Modifier
+	Warnings []string
+	Devices  []string
 }
 
 // Limits are the per-container limits Plan writes into the spec.
@@ -62,15 +76,15 @@ func ConfigLimits(cfg config.Config) Limits {
 		Memlock: cfg.MemlockBytes(), MemlockKey: "rdma.memlock", MemlockText: cfg.RDMA.Memlock}
 }
 
-// Plan validates a container's request against the node and returns the
-// modifier chain in its fixed order: devices, rdma limits, memlock, env,
-// hooks, zygote, capabilities, seccomp (the last four only when node asks
-// for them; the verbs cache is the caller's, after them).
-// warnings lists what was left out and why (to be logged by the caller).
-func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifier, warnings []string, err error) {
+// Plan validates a container's request against the node and returns its
+// chain, in the order the package doc gives (hooks, zygote, capabilities,
+// seccomp and verbs only when node asks for them).
+func Plan(cfg config.Config, opts annotations.Options, node Node) (Chain, error) {
+	var mods []Modifier
+	var warnings []string
 	inv := node.Inventory
 	if len(inv.Devices) == 0 {
-		return nil, nil, fmt.Errorf("container opts in to RDMA but this node has no RDMA devices (none under %s/sys/class/infiniband_verbs): %w",
+		return Chain{}, fmt.Errorf("container opts in to RDMA but this node has no RDMA devices (none under %s/sys/class/infiniband_verbs): %w",
 			strings.TrimSuffix(cfg.RDMA.SysRoot, "/"), errdefs.ErrFailedPrecondition)
 	}
 	devices := inv.Devices
@@ -79,11 +93,11 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		for _, name := range opts.Devices {
 			d, ok := inv.Device(name)
 			if !ok && node.Allocated {
-				return nil, nil, fmt.Errorf("annotation %s: device %q is not among the devices allocated to the container (allocated: %s): %w",
+				return Chain{}, fmt.Errorf("annotation %s: device %q is not among the devices allocated to the container (allocated: %s): %w",
 					annotations.Devices, name, strings.Join(inv.Names(), ", "), errdefs.ErrInvalidArgument)
 			}
 			if !ok {
-				return nil, nil, fmt.Errorf("annotation %s: device %q is not present on this node (present: %s): %w",
+				return Chain{}, fmt.Errorf("annotation %s: device %q is not present on this node (present: %s): %w",
 					annotations.Devices, name, strings.Join(inv.Names(), ", "), errdefs.ErrInvalidArgument)
 			}
 			devices = append(devices, d)
@@ -121,7 +135,7 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 		if text == "" {
 			text = config.FormatBytes(memlock)
 		}
-		return nil, nil, fmt.Errorf("%s = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
+		return Chain{}, fmt.Errorf("%s = %q is above the hard RLIMIT_MEMLOCK of the runtime (%s) and it lacks CAP_SYS_RESOURCE to raise it: "+
 			"set %s to at most %s, or run containerd with CAP_SYS_RESOURCE (or LimitMEMLOCK=infinity): %w",
 			lim.MemlockKey, text, config.FormatBytes(node.MemlockHard), lim.MemlockKey, config.FormatBytes(node.MemlockHard), errdefs.ErrFailedPrecondition)
 	}
@@ -146,5 +160,14 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (mods []Modifi
 	if node.Seccomp != nil {
 		mods = append(mods, *node.Seccomp)
 	}
-	return mods, warnings, nil
+	if node.VerbsCache != nil {
+		vd := DecideVerbs(opts.Verbs, *node.VerbsCache)
+		if vd.Warning != "" {
+			warnings = append(warnings, vd.Warning)
+		}
+		if vd.Modifier != nil {
+			mods = append(mods, *vd.Modifier)
+		}
+	}
+	return Chain{Mods: mods, Warnings: warnings, Devices: names}, nil
 }

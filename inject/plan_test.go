@@ -205,7 +205,8 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mods, warnings, err := Plan(tc.cfg, tc.opts, tc.node)
+			c, err := Plan(tc.cfg, tc.opts, tc.node)
+			mods, warnings := c.Mods, c.Warnings
 			if err != nil {
 				t.Fatalf("Plan: %v", err)
 			}
@@ -236,7 +237,8 @@ func TestPlan(t *testing.T) {
 
 func TestPlanOrder(t *testing.T) {
 	cfg := cfgWith(func(c *config.Config) { c.RDMA.HCAHandle = 1; c.RDMA.Env = map[string]string{"A": "1"} })
-	mods, _, err := Plan(cfg, annotations.Options{}, roomyNode())
+	c, err := Plan(cfg, annotations.Options{}, roomyNode())
+	mods := c.Mods
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,8 @@ func TestPlanOrder(t *testing.T) {
 	// The zygote, when asked for, comes last; the whole chain stays idempotent.
 	node := roomyNode()
 	node.Zygote = &Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf"}
-	mods, _, err = Plan(cfg, annotations.Options{}, node)
+	c, err = Plan(cfg, annotations.Options{}, node)
+	mods = c.Mods
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +341,8 @@ func TestPlanErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mods, warnings, err := Plan(tc.cfg, tc.opts, tc.node)
+			c, err := Plan(tc.cfg, tc.opts, tc.node)
+			mods, warnings := c.Mods, c.Warnings
 			if err == nil {
 				t.Fatalf("Plan = %#v, want error", mods)
 			}
@@ -359,9 +363,13 @@ func TestPlanErrors(t *testing.T) {
 
 func TestPlanEnvInSpec(t *testing.T) {
 	cfg := cfgWith(func(c *config.Config) { c.RDMA.Env = map[string]string{"UCX_TLS": "rc"} })
-	mods, _, err := Plan(cfg, annotations.Options{Devices: []string{"rxe1"}}, roomyNode())
+	c, err := Plan(cfg, annotations.Options{Devices: []string{"rxe1"}}, roomyNode())
+	mods := c.Mods
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Devices, []string{"rxe1"}) {
+		t.Errorf("chain devices %q, want [rxe1] (what a netcheck checks)", c.Devices)
 	}
 	s := baseSpec()
 	s.Process.Env = append(s.Process.Env, EnvDevices+"=stale")
@@ -400,7 +408,8 @@ func TestPlanChainOnBaseSpec(t *testing.T) {
 		c.RDMA.HCAHandle = 8
 		c.RDMA.Memlock = "4MiB"
 	})
-	mods, _, err := Plan(cfg, annotations.Options{Devices: []string{"rxe0"}}, roomyNode())
+	c, err := Plan(cfg, annotations.Options{Devices: []string{"rxe0"}}, roomyNode())
+	mods := c.Mods
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,8 @@ func TestPlanTenant(t *testing.T) {
 	node.Limits = &Limits{HCAHandle: 4, HCAObject: 100, Memlock: 4 << 20, MemlockKey: "tenants.a.container.memlock"}
 	node.Zygote = &Zygote{BinDir: "/b", ConfPath: "/c"}
 	node.Seccomp = &Seccomp{Level: seccomp.Baseline}
-	mods, _, err := Plan(cfg, annotations.Options{Devices: []string{"rxe0"}}, node)
+	c, err := Plan(cfg, annotations.Options{Devices: []string{"rxe0"}}, node)
+	mods := c.Mods
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,8 @@ func TestPlanTenant(t *testing.T) {
 
 	// Tenant limits without the rdma controller: left out with the usual warning.
 	node.RDMACgroup = false
-	mods, warnings, err := Plan(cfg, annotations.Options{}, node)
+	c, err = Plan(cfg, annotations.Options{}, node)
+	mods, warnings := c.Mods, c.Warnings
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "rdma cgroup controller not available") {
 		t.Fatalf("Plan = %v, %q", err, warnings)
 	}
@@ -86,7 +88,7 @@ func TestPlanTenant(t *testing.T) {
 
 	// A tenant memlock above the hard limit names the policy key.
 	node.MemlockHard = 1 << 20
-	_, _, err = Plan(cfg, annotations.Options{}, node)
+	_, err = Plan(cfg, annotations.Options{}, node)
 	if !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), `tenants.a.container.memlock = "4MiB"`) {
 		t.Fatalf("Plan = %v, want FailedPrecondition naming tenants.a.container.memlock", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/verbs"
 )
 
@@ -205,5 +206,43 @@ func TestDecideVerbsEndToEnd(t *testing.T) {
 	}
 	if err := Apply(s, mods); err != nil || specJSON(s) != before {
 		t.Fatalf("stock changed the spec: %v\n%s", err, specJSON(s))
+	}
+}
+
+// TestPlanVerbs: with the node's verbs cache in its description, Plan's
+// chain ends with the verbs modifier when the cache is valid, and runs
+// stock with a warning when it is stale; swift.io/verbs=stock asks for
+// neither.
+func TestPlanVerbs(t *testing.T) {
+	m := &verbs.Manifest{Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}}
+	valid := verbs.Result{State: verbs.StateValid, Dir: testCache, Manifest: m}
+	stale := verbs.Result{State: verbs.StateStale, Dir: testCache, Manifest: m, Reasons: []string{"device rxe1 (uverbs1) added"}}
+	for _, tc := range []struct {
+		name      string
+		requested string
+		cache     verbs.Result
+		last      Modifier
+		warnings  []string
+	}{
+		{"valid", "", valid, Verbs{CacheDir: testCache, Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}}, nil},
+		{"stale", "", stale, Zygote{BinDir: "/b", ConfPath: "/c"},
+			[]string{"verbs: cached mode default but the verbs cache is stale (device rxe1 (uverbs1) added): running stock libibverbs"}},
+		{"stock asked", VerbsStock, valid, Zygote{BinDir: "/b", ConfPath: "/c"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := roomyNode()
+			node.Zygote = &Zygote{BinDir: "/b", ConfPath: "/c"}
+			node.VerbsCache = &tc.cache
+			c, err := Plan(cfgWith(nil), annotations.Options{Verbs: tc.requested}, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Mods[len(c.Mods)-1]; !reflect.DeepEqual(got, tc.last) {
+				t.Errorf("last modifier %#v, want %#v", got, tc.last)
+			}
+			if !reflect.DeepEqual(c.Warnings, tc.warnings) {
+				t.Errorf("warnings %q, want %q", c.Warnings, tc.warnings)
+			}
+		})
 	}
 }

@@ -245,10 +245,11 @@ func decide(ctx context.Context, req *createRequest) (*decision, error) {
 	}
 	opts, cfg := ten.opts, req.cfg
 	hard, canRaise := rdma.MemlockLimits()
+	verbsCache := verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}})
 	in := inject.Node{
 		Inventory: inv, Allocated: req.alloc != nil, RDMACgroup: rdma.CgroupAvailable(req.node.CgroupRoot),
 		MemlockHard: hard, CanRaiseMemlock: canRaise,
-		Limits: &ten.limits, Seccomp: ten.seccomp, DropCapabilities: ten.dropCaps,
+		Limits: &ten.limits, Seccomp: ten.seccomp, DropCapabilities: ten.dropCaps, VerbsCache: &verbsCache,
 	}
 	hook, err := hookPath(cfg)
 	if err != nil {
@@ -267,24 +268,15 @@ func decide(ctx context.Context, req *createRequest) (*decision, error) {
 		}
 		in.Zygote = d.zygote.mod
 	}
-	if d.mods, d.warnings, err = inject.Plan(cfg, opts, in); err != nil {
+	chain, err := inject.Plan(cfg, opts, in)
+	if err != nil {
 		return nil, err
 	}
+	d.mods, d.warnings = chain.Mods, chain.Warnings
 	if cfg.Hooks.NetCheck && nsExists {
-		for _, m := range d.mods {
-			if h, ok := m.(inject.Hooks); ok {
-				if err := hooks.NetCheckAt(nsPath, cfg.RDMA.SysRoot, h.Devices, cfg.Hooks.ExclusiveMove); err != nil {
-					return nil, err
-				}
-			}
+		if err := hooks.NetCheckAt(nsPath, cfg.RDMA.SysRoot, chain.Devices, cfg.Hooks.ExclusiveMove); err != nil {
+			return nil, err
 		}
-	}
-	vd := inject.DecideVerbs(opts.Verbs, verbs.Check(verbs.Node{StateDir: cfg.StateDir, Sources: verbs.Sources{SysRoot: cfg.RDMA.SysRoot}}))
-	if vd.Warning != "" {
-		d.warnings = append(d.warnings, vd.Warning)
-	}
-	if vd.Modifier != nil {
-		d.mods = append(d.mods, *vd.Modifier)
 	}
 	return d, nil
 }
