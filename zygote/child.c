@@ -42,7 +42,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "child.h"
+#include "log.h"
 
 #if defined(__x86_64__)
 #define SWIFT_AUDIT_ARCH AUDIT_ARCH_X86_64

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "zygote.h"
+#include "cfg.h"
+#include "util.h"
 
 int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port)
 {

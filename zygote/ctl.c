@@ -10,7 +10,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "ctl.h"
+#include "qpinfo.h"
 
 _Static_assert(offsetof(struct swift_req, args) == SWIFT_REQ_HDR, "request header layout");
 

@@ -70,9 +70,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "exchange.h"
 #include "sha256.h"
+#include "util.h"
 #include "x25519.h"
-#include "zygote.h"
 
 #define XMAGIC "SWIFTX06"
 #define HELLO_LEN (8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 16 + 4 + 4 + 32)

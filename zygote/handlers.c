@@ -9,8 +9,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "handlers.h"
 #include "message.h"
-#include "zygote.h"
+#include "swift.h"
 
 static uint64_t now_ns(void)
 {

@@ -19,7 +19,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "init.h"
+#include "log.h"
+#include "peers.h"
+#include "serve.h"
 
 /* where the container's IPC namespace shows its POSIX message queues */
 #define SWIFT_MQUEUE_DIR "/dev/mqueue"

@@ -28,7 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
-#include "zygote.h"
+#include "pool.h"
+#include "util.h"
 
 #define WR_RECV 1ULL
 #define WR_SEND 2ULL

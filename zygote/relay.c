@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "zygote.h"
+#include "relay.h"
 
 void swift_qpinfo_put(uint8_t *p, const struct swift_qpinfo *q)
 {

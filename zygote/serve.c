@@ -13,7 +13,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "child.h"
+#include "log.h"
+#include "peers.h"
+#include "serve.h"
 
 static const char *row_state(enum row_state s)
 {
@@ -547,4 +550,11 @@ void swift_relay_readable(struct zygote *z, int slot)
 		z->conns[c->own_conn].for_child_gen = c->gen;
 		c->own_conn_gen = z->conns[c->own_conn].gen;
 	}
+}
+
+void swift_serve_init(struct zygote *z)
+{
+	z->done.fork = swift_ctl_fork;
+	z->done.connect = swift_ctl_connect_done;
+	z->done.own = swift_relay_own_done;
 }

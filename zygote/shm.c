@@ -3,7 +3,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "pool.h"
 
 /* Parent-domain allocators (struct ibv_parent_domain_init_attr, with
  * pd_context the device's struct swift_shm): every queue, CQ and doorbell

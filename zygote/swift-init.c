@@ -29,40 +29,11 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "zygote.h"
-
-void zlog(struct zygote *z, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	int n;
-
-	n = snprintf(buf, sizeof(buf), "swift-init[%s]: ", z->cfg.name[0] ? z->cfg.name : "-");
-	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	/* one write per line; a log reader that stalls loses lines, it does
-	 * not stall the zygote */
-	if (z->log_sock)
-		send(z->log_fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	else if (write(z->log_fd, buf, (size_t)n) < 0)
-		return;
-}
-
-/* log_fd: stderr through an open file description of its own, made
- * non-blocking (the entrypoint keeps the blocking one it inherits); a
- * socket cannot be opened again, but can be sent to without blocking. */
-static int log_fd(int *sock)
-{
-	int fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-
-	*sock = fd < 0 && !fstat(2, &st) && S_ISSOCK(st.st_mode);
-	return fd >= 0 ? fd : 2;
-}
+#include "init.h"
+#include "log.h"
+#include "loop.h"
+#include "peers.h"
+#include "serve.h"
 
 /* listen_unix: the control socket at path, in dir (its directory) */
 static int listen_unix(const char *path, const char *dir)
@@ -102,32 +73,6 @@ static int listen_unix(const char *path, const char *dir)
 	return fd;
 }
 
-int swift_listen_tcp(const char *host, int port)
-{
-	struct sockaddr_in sa;
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		close(fd);
-		errno = EINVAL;
-		return -1;
-	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
 
 /* read_all reads up to max bytes from fd (non-blocking) until EOF, max, or
  * the deadline; returns the count, or -1 on a read error. */
@@ -304,7 +249,7 @@ int main(int argc, char **argv)
 	z->sig_fd = z->ctl_fd = z->tcp_fd = -1;
 	z->entry_pid = -1;
 	z->entry_status = -1;
-	z->log_fd = log_fd(&z->log_sock);
+	z->log_fd = swift_log_fd(&z->log_sock);
 	for (i = 0; i < SWIFT_MAX_CHILDREN; i++)
 		z->children[i].client_fd = z->children[i].relay_fd = z->children[i].own_conn = -1;
 	for (i = 0; i < SWIFT_MAX_CONNS; i++)
@@ -349,6 +294,7 @@ int main(int argc, char **argv)
 		}
 	}
 	swift_rowops_init(z);
+	swift_serve_init(z);
 	z->ctl_fd = listen_unix(z->cfg.socket_path, z->socket_dir);
 	if (z->ctl_fd < 0) {
 		zlog(z, "listen on %s: %s", z->cfg.socket_path, strerror(errno));

@@ -35,7 +35,10 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "zygote.h"
+#include "exchange.h"
+#include "pool.h"
+#include "relay.h"
+#include "util.h"
 
 struct warm {
 	struct swift_cfg cfg;

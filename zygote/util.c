@@ -3,7 +3,7 @@
  * choosing the GID that carries this network namespace's address. */
 #include <string.h>
 #include <time.h>
-#include "zygote.h"
+#include "util.h"
 
 uint64_t swift_now_us(void)
 {

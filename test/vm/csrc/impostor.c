@@ -22,7 +22,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "sha256.h"
-#include "zygote.h"
+#include "exchange.h"
+#include "util.h"
 
 struct impostor {
 	struct xconn link; /* the link it claims */
