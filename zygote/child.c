@@ -244,15 +244,141 @@ struct own {
 	struct swift_qp q[SWIFT_X_MAX];
 };
 
+/* own_qp makes own QP i on o (its CQ, the QP, to INIT) and writes its
+ * record (qpn, psn, lid, gid) at w, the request to the zygote. */
+static void own_qp(const struct swift_dev *d, struct own *o, int i, uint8_t *w)
+{
+	struct swift_qp *q = &o->q[i];
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	uint32_t psn = (uint32_t)(swift_now_us() * 2654435761u + (uint64_t)i) & 0xffffff;
+
+	q->cq = ibv_create_cq(o->ctx, SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS + 4, NULL, NULL, 0);
+	if (!q->cq)
+		die(125, "own QPs: ibv_create_cq");
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = q->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = SWIFT_SEND_SLOTS;
+	ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	q->qp = ibv_create_qp(o->pd, &ia);
+	if (!q->qp)
+		die(125, "own QPs: ibv_create_qp");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = (uint8_t)d->port;
+	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die(125, "own QPs: modify to INIT");
+	q->index = (uint32_t)i;
+	q->slice = o->buf + d->slice_len * (size_t)i;
+	q->lkey = o->mr->lkey;
+	q->remote_rkey = (uint32_t)psn; /* held here until connected */
+	memcpy(w, &q->qp->qp_num, 4);
+	memcpy(w + 4, &psn, 4);
+	memcpy(w + 8, &d->lid, 2);
+	memcpy(w + 12, d->gid, 16);
+}
+
+/* own_post_recvs fills q's receive queue before its peer can send. */
+static void own_post_recvs(const struct swift_dev *d, struct swift_qp *q)
+{
+	struct ibv_sge sge;
+	struct ibv_recv_wr wr, *bad;
+	uint32_t s;
+
+	for (s = 0; s < SWIFT_RECV_SLOTS; s++) {
+		sge.addr = (uintptr_t)(q->slice + (size_t)s * d->msg_size);
+		sge.length = (uint32_t)d->msg_size;
+		sge.lkey = q->lkey;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 1ULL << 32 | s;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_recv(q->qp, &wr, &bad))
+			die(125, "own QPs: ibv_post_recv");
+		q->recv_posted |= 1u << s;
+	}
+}
+
+/* own_ask sends the zygote the request msg (n QPs) over the relay and
+ * waits for its answer in rep: the peer's n records, or the function ends
+ * with why. */
+static void own_ask(struct zygote *z, const struct child *me, int relay, const uint8_t *msg, uint8_t *rep, size_t replen)
+{
+	const char *peer = z->cfg.peers[me->own_peer].name;
+	struct pollfd p = {.fd = relay, .events = POLLIN};
+	uint32_t st, n;
+	ssize_t got;
+
+	if (send(relay, msg, 8 + 44 * (size_t)me->own, MSG_NOSIGNAL) < 0)
+		die(125, "own QPs: ask the zygote");
+	if (poll(&p, 1, (int)(SWIFT_X_DEADLINE_US / 1000) + 2000) != 1 || (got = recv(relay, rep, replen, 0)) < 12) {
+		fprintf(stderr, "swift: own QPs to %s: the zygote did not answer\n", peer);
+		_exit(125);
+	}
+	memcpy(&st, rep + 4, 4);
+	memcpy(&n, rep + 8, 4);
+	if (st || n != (uint32_t)me->own || (size_t)got != 12 + 44 * (size_t)n) {
+		if (st == EACCES)
+			fprintf(stderr, "swift: own QPs to %s: peer %s failed authentication (not tenant %s)\n", peer, peer,
+				z->cfg.tenant);
+		else
+			fprintf(stderr, "swift: own QPs to %s: %s\n", peer,
+				st ? strerror((int)st) : "the zygote answered for another count");
+		_exit(125);
+	}
+}
+
+/* own_connect takes q to RTR and RTS toward the peer's record r. */
+static void own_connect(const struct swift_dev *d, struct swift_qp *q, const uint8_t *r)
+{
+	uint32_t rqpn, rpsn;
+	uint16_t rlid;
+	struct ibv_qp_attr a;
+
+	memcpy(&rqpn, r, 4);
+	memcpy(&rpsn, r + 4, 4);
+	memcpy(&rlid, r + 8, 2);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = d->mtu;
+	a.dest_qp_num = rqpn;
+	a.rq_psn = rpsn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	memcpy(a.ah_attr.grh.dgid.raw, r + 12, 16);
+	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.dlid = rlid;
+	a.ah_attr.port_num = (uint8_t)d->port;
+	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die(125, "own QPs: modify to RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = q->remote_rkey;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die(125, "own QPs: modify to RTS");
+	q->remote_rkey = 0;
+	q->remote_qpn = rqpn;
+}
+
+/* own_qps builds the function's own QPs on a device context it opens
+ * itself, has the zygote exchange them with the peer, and connects them. */
 static int own_qps(struct zygote *z, int slot, int relay, struct own *o, struct swift_qp **qps)
 {
 	struct child *me = &z->children[slot];
 	struct swift_dev *d = &z->dev;
 	uint8_t msg[8 + 44 * SWIFT_X_MAX], rep[12 + 44 * SWIFT_X_MAX];
-	uint32_t hdr[2] = {SWIFT_RELAY_OWN, (uint32_t)me->own}, st, n;
-	struct pollfd p = {.fd = relay, .events = POLLIN};
+	uint32_t hdr[2] = {SWIFT_RELAY_OWN, (uint32_t)me->own};
 	size_t len = d->slice_len * (size_t)me->own;
-	ssize_t got;
 	int i;
 
 	o->ctx = ibv_open_device(d->device);
@@ -268,116 +394,15 @@ static int own_qps(struct zygote *z, int slot, int relay, struct own *o, struct 
 	memset(msg, 0, sizeof(msg));
 	memcpy(msg, hdr, sizeof(hdr));
 	for (i = 0; i < me->own; i++) {
-		struct swift_qp *q = &o->q[i];
-		struct ibv_qp_init_attr ia;
-		struct ibv_qp_attr a;
-		uint8_t *w = msg + 8 + 44 * (size_t)i;
-		uint32_t psn = (uint32_t)(swift_now_us() * 2654435761u + (uint64_t)i) & 0xffffff;
-
-		q->cq = ibv_create_cq(o->ctx, SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS + 4, NULL, NULL, 0);
-		if (!q->cq)
-			die(125, "own QPs: ibv_create_cq");
-		memset(&ia, 0, sizeof(ia));
-		ia.send_cq = ia.recv_cq = q->cq;
-		ia.qp_type = IBV_QPT_RC;
-		ia.cap.max_send_wr = SWIFT_SEND_SLOTS;
-		ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
-		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-		q->qp = ibv_create_qp(o->pd, &ia);
-		if (!q->qp)
-			die(125, "own QPs: ibv_create_qp");
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = (uint8_t)d->port;
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-			die(125, "own QPs: modify to INIT");
-		q->index = (uint32_t)i;
-		q->peer = z->cfg.peers[me->own_peer].name;
-		q->slice = o->buf + d->slice_len * (size_t)i;
-		q->lkey = o->mr->lkey;
-		q->remote_rkey = (uint32_t)psn; /* held here until connected */
-		memcpy(w, &q->qp->qp_num, 4);
-		memcpy(w + 4, &psn, 4);
-		memcpy(w + 8, &d->lid, 2);
-		memcpy(w + 12, d->gid, 16);
-		qps[i] = q;
+		own_qp(d, o, i, msg + 8 + 44 * (size_t)i);
+		o->q[i].peer = z->cfg.peers[me->own_peer].name;
+		qps[i] = &o->q[i];
 	}
-	for (i = 0; i < me->own; i++) {
-		struct ibv_sge sge;
-		struct ibv_recv_wr wr, *bad;
-		uint32_t s;
-
-		for (s = 0; s < SWIFT_RECV_SLOTS; s++) {
-			sge.addr = (uintptr_t)(o->q[i].slice + (size_t)s * d->msg_size);
-			sge.length = (uint32_t)d->msg_size;
-			sge.lkey = o->q[i].lkey;
-			memset(&wr, 0, sizeof(wr));
-			wr.wr_id = 1ULL << 32 | s;
-			wr.sg_list = &sge;
-			wr.num_sge = 1;
-			if (ibv_post_recv(o->q[i].qp, &wr, &bad))
-				die(125, "own QPs: ibv_post_recv");
-			o->q[i].recv_posted |= 1u << s;
-		}
-	}
-	if (send(relay, msg, 8 + 44 * (size_t)me->own, MSG_NOSIGNAL) < 0)
-		die(125, "own QPs: ask the zygote");
-	if (poll(&p, 1, (int)(SWIFT_X_DEADLINE_US / 1000) + 2000) != 1 || (got = recv(relay, rep, sizeof(rep), 0)) < 12) {
-		fprintf(stderr, "swift: own QPs to %s: the zygote did not answer\n", z->cfg.peers[me->own_peer].name);
-		_exit(125);
-	}
-	memcpy(&st, rep + 4, 4);
-	memcpy(&n, rep + 8, 4);
-	if (st || n != (uint32_t)me->own || (size_t)got != 12 + 44 * (size_t)n) {
-		const char *peer = z->cfg.peers[me->own_peer].name;
-
-		if (st == EACCES)
-			fprintf(stderr, "swift: own QPs to %s: peer %s failed authentication (not tenant %s)\n", peer, peer,
-				z->cfg.tenant);
-		else
-			fprintf(stderr, "swift: own QPs to %s: %s\n", peer,
-				st ? strerror((int)st) : "the zygote answered for another count");
-		_exit(125);
-	}
-	for (i = 0; i < me->own; i++) {
-		struct swift_qp *q = &o->q[i];
-		const uint8_t *r = rep + 12 + 44 * (size_t)i;
-		uint32_t rqpn, rpsn;
-		uint16_t rlid;
-		struct ibv_qp_attr a;
-
-		memcpy(&rqpn, r, 4);
-		memcpy(&rpsn, r + 4, 4);
-		memcpy(&rlid, r + 8, 2);
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTR;
-		a.path_mtu = d->mtu;
-		a.dest_qp_num = rqpn;
-		a.rq_psn = rpsn;
-		a.max_dest_rd_atomic = 1;
-		a.min_rnr_timer = 12;
-		a.ah_attr.is_global = 1;
-		memcpy(a.ah_attr.grh.dgid.raw, r + 12, 16);
-		a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
-		a.ah_attr.grh.hop_limit = 64;
-		a.ah_attr.dlid = rlid;
-		a.ah_attr.port_num = (uint8_t)d->port;
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-			die(125, "own QPs: modify to RTR");
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTS;
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.sq_psn = q->remote_rkey;
-		a.max_rd_atomic = 1;
-		if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-			die(125, "own QPs: modify to RTS");
-		q->remote_rkey = 0;
-		q->remote_qpn = rqpn;
-	}
+	for (i = 0; i < me->own; i++)
+		own_post_recvs(d, &o->q[i]);
+	own_ask(z, me, relay, msg, rep, sizeof(rep));
+	for (i = 0; i < me->own; i++)
+		own_connect(d, &o->q[i], rep + 12 + 44 * (size_t)i);
 	return me->own;
 }
 

@@ -663,189 +663,260 @@ static int peer_from(const struct swift_peer *p, uint32_t source)
 	return (ntohl(source) >> 24) == 127 && local_addr(a.s_addr);
 }
 
-static int server_advance(struct xconn *x, const struct swift_xenv *e)
+/* a part of a step that found nothing wrong: the step goes on */
+#define XC_GO 100
+
+/* hello_parse reads a hello into x: the names, the nonce, the flags and
+ * the count, each checked; XC_GO, or the failure. */
+static int hello_parse(struct xconn *x, const struct swift_xenv *e)
 {
-	uint8_t want[32], ch[CHAL_LEN], r[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
 	char t[160], f[160];
 	uint32_t n;
+
+	if (memcmp(x->in, XMAGIC, 8))
+		return fail(x, e, EPROTO, "bad hello (not %s)", XMAGIC);
+	if (get_name(x->in + OFF_TENANT, SWIFT_NAME_MAX, x->tenant) ||
+	    get_name(x->in + OFF_FROM, SWIFT_NAME_MAX, x->from) ||
+	    get_name(x->in + OFF_TO, SWIFT_NAME_MAX, x->to) ||
+	    get_name(x->in + OFF_KEYID, SWIFT_KEY_ID_MAX, x->keyid)) {
+		x->from[0] = 0;
+		swift_esc((const char *)x->in + OFF_TENANT, SWIFT_NAME_MAX, t, sizeof(t));
+		swift_esc((const char *)x->in + OFF_FROM, SWIFT_NAME_MAX, f, sizeof(f));
+		return fail(x, e, EPROTO, "bad hello: tenant \"%s\", name \"%s\", the name dialed or the key id "
+					  "is not a printable name", t, f);
+	}
+	memcpy(x->nonce_i, x->in + OFF_NONCE, 16);
+	x->flags = get32(x->in + OFF_FLAGS);
+	n = get32(x->in + OFF_COUNT);
+	if ((x->flags & ~SWIFT_X_FLAGS) || ((x->flags & SWIFT_X_HELD) && (x->flags & ~SWIFT_X_HELD)) ||
+	    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & (SWIFT_X_INITIAL | SWIFT_X_LINK))) || n < 1 ||
+	    n > SWIFT_X_MAX)
+		return fail(x, e, EPROTO, "bad hello: flags %#x or count %u out of range", x->flags, n);
+	/* a link is made by a first exchange only, and an ephemeral key
+	 * comes in a first exchange only */
+	if ((x->flags & SWIFT_X_LINK) && !(x->flags & SWIFT_X_INITIAL))
+		return fail(x, e, EPROTO, "bad hello: a link from a later exchange");
+	if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + OFF_PUB))
+		return fail(x, e, EPROTO, "bad hello: an ephemeral key in a later exchange");
+	x->count = (int)n;
+	memcpy(x->hello, x->in, HELLO_LEN);
+	if (getrandom(x->nonce_s, sizeof(x->nonce_s), 0) != sizeof(x->nonce_s))
+		return fail(x, e, EIO, "getrandom: %s", strerror(errno));
+	return XC_GO;
+}
+
+/* hello_refused tells whether this zygote will not serve the hello (why
+ * in x->err): another tenant, another zygote dialed, a name not among its
+ * peers, a key it does not hold for that name, a peer configured at
+ * another address. It is answered with a challenge that proves nothing. */
+static int hello_refused(struct xconn *x, const struct swift_xenv *e)
+{
+	if (strcmp(x->tenant, e->cfg->tenant)) {
+		snprintf(x->err, sizeof(x->err), "claims tenant %s, failed authentication for tenant %s", x->tenant,
+			 e->cfg->tenant);
+		return 1;
+	}
+	if (strcmp(x->to, e->cfg->name)) {
+		snprintf(x->err, sizeof(x->err), "dialed zygote %s, this is %s", x->to, e->cfg->name);
+		return 1;
+	}
+	x->peer = swift_find_peer(e->cfg, x->from);
+	if (x->peer < 0) {
+		snprintf(x->err, sizeof(x->err), "tenant %s: not in this zygote's peer list", x->tenant);
+		return 1;
+	}
+	/* the pair key of this name and ours: a holder of another pair's
+	 * key proves nothing under this name */
+	x->key = find_key(e, x->keyid, x->from);
+	if (x->key < 0) {
+		snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
+						 "another node's local key)", x->tenant, x->keyid);
+		return 1;
+	}
+	/* a peer configured by its address dials from it: a key holder
+	 * elsewhere cannot speak under its name */
+	if (x->source && !peer_from(&e->cfg->peers[x->peer], x->source)) {
+		struct in_addr src = {.s_addr = x->source};
+		char sa[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &src, sa, sizeof(sa));
+		snprintf(x->err, sizeof(x->err), "tenant %s: peer %s is configured at %s, this connection comes from %s",
+			 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
+		return 1;
+	}
+	return 0;
+}
+
+/* server_hello answers a hello with the challenge. */
+static int server_hello(struct xconn *x, const struct swift_xenv *e)
+{
+	uint8_t ch[CHAL_LEN];
+	int rc = hello_parse(x, e);
+
+	if (rc != XC_GO)
+		return rc;
+	/* what this zygote will not serve is refused here, with a
+	 * challenge that proves nothing */
+	if (hello_refused(x, e))
+		return decoy(x);
+	/* S comes at AUTH, once the initiator proved the key: for a
+	 * first exchange the Diffie-Hellman with our key pair (kept in
+	 * x->eph until then), for a later one the link's secret */
+	memset(ch, 0, sizeof(ch));
+	if ((x->flags & SWIFT_X_INITIAL) && server_key(e, x->eph, ch + 16))
+		return fail(x, e, EIO, "getrandom: %s", strerror(errno));
+	memcpy(ch, x->nonce_s, 16);
+	transcript(x, ch + 16);
+	mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 48);
+	queue(x, ch, sizeof(ch));
+	expect(x, X_AUTH, AUTH_HEAD + (size_t)x->count * QPINFO_LEN + MAC_LEN);
+	return XC_MORE;
+}
+
+/* auth_proved checks what the dialer sent at AUTH: its proof of the key,
+ * then (with the session's keys) of the link, and its QPs' tag; it
+ * unseals and reads the QPs. XC_GO, or the refusal. */
+static int auth_proved(struct xconn *x, const struct swift_xenv *e)
+{
+	uint8_t want[32];
 	int i;
 
-	switch (x->step) {
-	case X_HELLO:
-		if (memcmp(x->in, XMAGIC, 8))
-			return fail(x, e, EPROTO, "bad hello (not %s)", XMAGIC);
-		if (get_name(x->in + OFF_TENANT, SWIFT_NAME_MAX, x->tenant) ||
-		    get_name(x->in + OFF_FROM, SWIFT_NAME_MAX, x->from) ||
-		    get_name(x->in + OFF_TO, SWIFT_NAME_MAX, x->to) ||
-		    get_name(x->in + OFF_KEYID, SWIFT_KEY_ID_MAX, x->keyid)) {
-			x->from[0] = 0;
-			swift_esc((const char *)x->in + OFF_TENANT, SWIFT_NAME_MAX, t, sizeof(t));
-			swift_esc((const char *)x->in + OFF_FROM, SWIFT_NAME_MAX, f, sizeof(f));
-			return fail(x, e, EPROTO, "bad hello: tenant \"%s\", name \"%s\", the name dialed or the key id "
-						  "is not a printable name", t, f);
-		}
-		memcpy(x->nonce_i, x->in + OFF_NONCE, 16);
-		x->flags = get32(x->in + OFF_FLAGS);
-		n = get32(x->in + OFF_COUNT);
-		if ((x->flags & ~SWIFT_X_FLAGS) || ((x->flags & SWIFT_X_HELD) && (x->flags & ~SWIFT_X_HELD)) ||
-		    ((x->flags & SWIFT_X_EPHEMERAL) && (x->flags & (SWIFT_X_INITIAL | SWIFT_X_LINK))) || n < 1 ||
-		    n > SWIFT_X_MAX)
-			return fail(x, e, EPROTO, "bad hello: flags %#x or count %u out of range", x->flags, n);
-		/* a link is made by a first exchange only, and an ephemeral key
-		 * comes in a first exchange only */
-		if ((x->flags & SWIFT_X_LINK) && !(x->flags & SWIFT_X_INITIAL))
-			return fail(x, e, EPROTO, "bad hello: a link from a later exchange");
-		if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + OFF_PUB))
-			return fail(x, e, EPROTO, "bad hello: an ephemeral key in a later exchange");
-		x->count = (int)n;
-		memcpy(x->hello, x->in, HELLO_LEN);
-		if (getrandom(x->nonce_s, sizeof(x->nonce_s), 0) != sizeof(x->nonce_s))
-			return fail(x, e, EIO, "getrandom: %s", strerror(errno));
-		/* what this zygote will not serve is refused here, with a
-		 * challenge that proves nothing */
-		if (strcmp(x->tenant, e->cfg->tenant)) {
-			snprintf(x->err, sizeof(x->err), "claims tenant %s, failed authentication for tenant %s", x->tenant,
-				 e->cfg->tenant);
-			return decoy(x);
-		}
-		if (strcmp(x->to, e->cfg->name)) {
-			snprintf(x->err, sizeof(x->err), "dialed zygote %s, this is %s", x->to, e->cfg->name);
-			return decoy(x);
-		}
-		x->peer = swift_find_peer(e->cfg, x->from);
-		if (x->peer < 0) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: not in this zygote's peer list", x->tenant);
-			return decoy(x);
-		}
-		/* the pair key of this name and ours: a holder of another pair's
-		 * key proves nothing under this name */
-		x->key = find_key(e, x->keyid, x->from);
-		if (x->key < 0) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
-							 "another node's local key)", x->tenant, x->keyid);
-			return decoy(x);
-		}
-		/* a peer configured by its address dials from it: a key holder
-		 * elsewhere cannot speak under its name */
-		if (x->source && !peer_from(&e->cfg->peers[x->peer], x->source)) {
-			struct in_addr src = {.s_addr = x->source};
-			char sa[INET_ADDRSTRLEN];
+	mac(e->keys[x->key].key, e->keys[x->key].len, 'I', x->transcript, 32, NULL, 0, want);
+	if (!swift_mac_equal(x->in, want)) {
+		explicit_bzero(x->eph, sizeof(x->eph));
+		x->refused = 1;
+		snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
+		return refuse(x, e, EACCES, 0);
+	}
+	/* the key is proved: S, then the session's keys (a later exchange
+	 * without a link is refused below, with a tag) */
+	switch (make_secret(x, e, x->hello + OFF_PUB)) {
+	case -1:
+		return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
+	case -2:
+		x->nolink = 1;
+		break;
+	}
+	derive(x, e);
+	/* a first exchange carries no link proof (zeros, so that no byte
+	 * of the message goes unchecked); a later one comes from the other
+	 * end of the live link */
+	if (x->flags & SWIFT_X_INITIAL) {
+		static const uint8_t zero[MAC_LEN];
 
-			inet_ntop(AF_INET, &src, sa, sizeof(sa));
-			snprintf(x->err, sizeof(x->err), "tenant %s: peer %s is configured at %s, this connection comes from %s",
-				 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
-			return decoy(x);
-		}
-		/* S comes at AUTH, once the initiator proved the key: for a
-		 * first exchange the Diffie-Hellman with our key pair (kept in
-		 * x->eph until then), for a later one the link's secret */
-		memset(ch, 0, sizeof(ch));
-		if ((x->flags & SWIFT_X_INITIAL) && server_key(e, x->eph, ch + 16))
-			return fail(x, e, EIO, "getrandom: %s", strerror(errno));
-		memcpy(ch, x->nonce_s, 16);
-		transcript(x, ch + 16);
-		mac(e->keys[x->key].key, e->keys[x->key].len, 'S', x->transcript, 32, NULL, 0, ch + 48);
-		queue(x, ch, sizeof(ch));
-		expect(x, X_AUTH, AUTH_HEAD + (size_t)x->count * QPINFO_LEN + MAC_LEN);
-		return XC_MORE;
-	case X_AUTH:
-		mac(e->keys[x->key].key, e->keys[x->key].len, 'I', x->transcript, 32, NULL, 0, want);
-		if (!swift_mac_equal(x->in, want)) {
-			explicit_bzero(x->eph, sizeof(x->eph));
-			x->refused = 1;
-			snprintf(x->err, sizeof(x->err), "tenant %s: failed authentication with key %s", x->tenant, x->keyid);
-			return refuse(x, e, EACCES, 0);
-		}
-		/* the key is proved: S, then the session's keys (a later exchange
-		 * without a link is refused below, with a tag) */
-		switch (make_secret(x, e, x->hello + OFF_PUB)) {
-		case -1:
-			return fail(x, e, EPROTO, "tenant %s: %s sent an ephemeral key of small order", x->tenant, x->from);
-		case -2:
-			x->nolink = 1;
-			break;
-		}
-		derive(x, e);
-		/* a first exchange carries no link proof (zeros, so that no byte
-		 * of the message goes unchecked); a later one comes from the other
-		 * end of the live link */
-		if (x->flags & SWIFT_X_INITIAL) {
-			static const uint8_t zero[MAC_LEN];
-
-			if (memcmp(x->in + MAC_LEN, zero, MAC_LEN)) {
-				snprintf(x->err, sizeof(x->err), "tenant %s: its exchange was changed in transit (a link proof in a first exchange)",
-					 x->tenant);
-				return refuse(x, e, EBADMSG, 1);
-			}
-		} else {
-			/* it stands on the live link (its secret was taken just now) */
-			if (x->nolink) {
-				snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
-					 x->tenant, x->from);
-				return refuse(x, e, ENOLINK, 1);
-			}
-			link_proof(x, want);
-			explicit_bzero(x->secret, sizeof(x->secret));
-			if (!swift_mac_equal(x->in + MAC_LEN, want)) {
-				x->refused = 1;
-				snprintf(x->err, sizeof(x->err),
-					 "tenant %s: a later exchange under the name %s, not from the zygote that holds its link",
-					 x->tenant, x->from);
-				return refuse(x, e, EACCES, 1);
-			}
-		}
-		tag(x, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN, want);
-		if (!swift_mac_equal(x->in + AUTH_HEAD + (size_t)x->count * QPINFO_LEN, want)) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
+		if (memcmp(x->in + MAC_LEN, zero, MAC_LEN)) {
+			snprintf(x->err, sizeof(x->err), "tenant %s: its exchange was changed in transit (a link proof in a first exchange)",
+				 x->tenant);
 			return refuse(x, e, EBADMSG, 1);
 		}
-		swift_seal(x->seal, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN);
-		for (i = 0; i < x->count; i++)
-			if (get_qpinfo(x->in + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->remote[i])) {
-				snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
-				return refuse(x, e, EPROTO, 1);
-			}
-		/* what this zygote cannot hold for the peer is refused before
-		 * any row exists */
-		if (e->ops->admit) {
-			int st = e->ops->admit(e->ops->ctx, x->peer, x->flags, x->count, x->err, sizeof(x->err));
-
-			if (st)
-				return refuse(x, e, st, 1);
+	} else {
+		/* it stands on the live link (its secret was taken just now) */
+		if (x->nolink) {
+			snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
+				 x->tenant, x->from);
+			return refuse(x, e, ENOLINK, 1);
 		}
-		for (i = 0; i < x->count; i++)
-			if (x->remote[i].replaces && e->ops->replaced)
-				e->ops->replaced(e->ops->ctx, x->peer, x->remote[i].replaces);
-		for (i = 0; i < x->count; i++) {
-			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
-
-			if (row < 0)
-				return refuse(x, e, errno ? errno : EIO, 1);
-			x->rows[x->nrows++] = row;
-			if (e->ops->connect(e->ops->ctx, row, &x->remote[i])) {
-				snprintf(x->err, sizeof(x->err), "connect QP: %s", strerror(errno));
-				return refuse(x, e, errno ? errno : EIO, 1);
-			}
+		link_proof(x, want);
+		explicit_bzero(x->secret, sizeof(x->secret));
+		if (!swift_mac_equal(x->in + MAC_LEN, want)) {
+			x->refused = 1;
+			snprintf(x->err, sizeof(x->err),
+				 "tenant %s: a later exchange under the name %s, not from the zygote that holds its link",
+				 x->tenant, x->from);
+			return refuse(x, e, EACCES, 1);
 		}
-		put32(r, 0);
-		put32(r + 4, (uint32_t)x->count);
-		for (i = 0; i < x->count; i++)
-			put_qpinfo(r + REPLY_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
-		n = REPLY_LEN + (uint32_t)x->count * QPINFO_LEN;
-		swift_seal(x->seal, 'R', r + REPLY_LEN, n - REPLY_LEN);
-		tag(x, 'R', r, n, r + n);
-		queue(x, r, n + MAC_LEN);
-		expect(x, X_CONFIRM, MAC_LEN);
-		return XC_MORE;
+	}
+	tag(x, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN, want);
+	if (!swift_mac_equal(x->in + AUTH_HEAD + (size_t)x->count * QPINFO_LEN, want)) {
+		snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
+		return refuse(x, e, EBADMSG, 1);
+	}
+	swift_seal(x->seal, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN);
+	for (i = 0; i < x->count; i++)
+		if (get_qpinfo(x->in + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->remote[i])) {
+			snprintf(x->err, sizeof(x->err), "a QP number or PSN out of range");
+			return refuse(x, e, EPROTO, 1);
+		}
+	return XC_GO;
+}
+
+/* auth_rows makes and connects the rows for the dialer's QPs, once it
+ * may have them. XC_GO, or the refusal. */
+static int auth_rows(struct xconn *x, const struct swift_xenv *e)
+{
+	int i;
+
+	/* what this zygote cannot hold for the peer is refused before
+	 * any row exists */
+	if (e->ops->admit) {
+		int st = e->ops->admit(e->ops->ctx, x->peer, x->flags, x->count, x->err, sizeof(x->err));
+
+		if (st)
+			return refuse(x, e, st, 1);
+	}
+	for (i = 0; i < x->count; i++)
+		if (x->remote[i].replaces && e->ops->replaced)
+			e->ops->replaced(e->ops->ctx, x->peer, x->remote[i].replaces);
+	for (i = 0; i < x->count; i++) {
+		int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
+
+		if (row < 0)
+			return refuse(x, e, errno ? errno : EIO, 1);
+		x->rows[x->nrows++] = row;
+		if (e->ops->connect(e->ops->ctx, row, &x->remote[i])) {
+			snprintf(x->err, sizeof(x->err), "connect QP: %s", strerror(errno));
+			return refuse(x, e, errno ? errno : EIO, 1);
+		}
+	}
+	return XC_GO;
+}
+
+/* server_auth takes the dialer's proof and QPs, makes ours, and replies
+ * with them. */
+static int server_auth(struct xconn *x, const struct swift_xenv *e)
+{
+	uint8_t r[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
+	uint32_t n;
+	int i, rc;
+
+	if ((rc = auth_proved(x, e)) != XC_GO || (rc = auth_rows(x, e)) != XC_GO)
+		return rc;
+	put32(r, 0);
+	put32(r + 4, (uint32_t)x->count);
+	for (i = 0; i < x->count; i++)
+		put_qpinfo(r + REPLY_LEN + (size_t)i * QPINFO_LEN, &x->local[i]);
+	n = REPLY_LEN + (uint32_t)x->count * QPINFO_LEN;
+	swift_seal(x->seal, 'R', r + REPLY_LEN, n - REPLY_LEN);
+	tag(x, 'R', r, n, r + n);
+	queue(x, r, n + MAC_LEN);
+	expect(x, X_CONFIRM, MAC_LEN);
+	return XC_MORE;
+}
+
+/* server_confirm takes the dialer's confirmation: ours are kept. */
+static int server_confirm(struct xconn *x, const struct swift_xenv *e)
+{
+	uint8_t want[32];
+
+	tag(x, 'C', "", 0, want);
+	if (!swift_mac_equal(x->in, want))
+		return fail(x, e, EBADMSG, "tenant %s: the confirmation was changed in transit", x->tenant);
+	/* the initiator has connected its side: ours are kept */
+	x->committed = 1;
+	tag(x, 'A', "", 0, want);
+	queue(x, want, MAC_LEN);
+	return finish(x, (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) != 0);
+}
+
+static int server_advance(struct xconn *x, const struct swift_xenv *e)
+{
+	switch (x->step) {
+	case X_HELLO:
+		return server_hello(x, e);
+	case X_AUTH:
+		return server_auth(x, e);
 	case X_CONFIRM:
-		tag(x, 'C', "", 0, want);
-		if (!swift_mac_equal(x->in, want))
-			return fail(x, e, EBADMSG, "tenant %s: the confirmation was changed in transit", x->tenant);
-		/* the initiator has connected its side: ours are kept */
-		x->committed = 1;
-		tag(x, 'A', "", 0, want);
-		queue(x, want, MAC_LEN);
-		return finish(x, (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) != 0);
+		return server_confirm(x, e);
 	default:
 		return fail(x, e, EPROTO, "unexpected input");
 	}

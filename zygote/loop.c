@@ -270,128 +270,163 @@ static uint64_t earliest(uint64_t a, uint64_t b)
 	return !a ? b : !b ? a : a < b ? a : b;
 }
 
+/* The loop wakes for leftovers and rows being reclaimed within this. */
+#define SOON_US 1000ULL
+
+/* gather lists the fds to poll now in pfd and tag (*np of them) and
+ * returns when the loop must wake at the latest: a deadline, a kill, a
+ * retry, maintenance. */
+static uint64_t gather(struct zygote *z, struct pollfd *pfd, struct tag *tag, int *np, uint64_t now)
+{
+	uint64_t wake = z->next_maint_us;
+	int i;
+
+	add(pfd, tag, np, z->sig_fd, POLLIN, T_SIG, 0, 0);
+	add(pfd, tag, np, z->ctl_fd, POLLIN, T_CTL_LISTEN, 0, 0);
+	if (z->tcp_fd >= 0)
+		add(pfd, tag, np, z->tcp_fd, POLLIN, T_TCP_LISTEN, 0, 0);
+	for (i = 0; i < z->conn_hwm; i++) {
+		struct conn *c = &z->conns[i];
+		short ev = 0;
+
+		if (c->kind == C_FREE)
+			continue;
+		if (c->kind == C_CTL)
+			ev = c->waiting || c->attach ? 0 : POLLIN;
+		else if (c->kind == C_RESOLVE)
+			ev = POLLIN;
+		else if (c->x.step == X_CONNECTING)
+			ev = POLLOUT;
+		else
+			ev = (short)((c->x.outoff < c->x.outlen ? POLLOUT : 0) |
+				     (c->x.want > c->x.inlen || c->x.step == X_HELDOPEN ? POLLIN : 0));
+		add(pfd, tag, np, c->fd, ev, T_CONN, i, c->gen);
+		wake = earliest(wake, c->deadline_us);
+	}
+	for (i = 0; i < z->child_hwm; i++) {
+		struct child *ch = &z->children[i];
+
+		if (ch->state == CH_FREE)
+			continue;
+		if (ch->relay_fd >= 0)
+			add(pfd, tag, np, ch->relay_fd, POLLIN, T_RELAY, i, ch->gen);
+		if (ch->client_fd >= 0)
+			add(pfd, tag, np, ch->client_fd, POLLIN, T_CLIENT, i, ch->gen);
+		if (ch->state == CH_LEFTOVERS)
+			wake = earliest(wake, now + 5 * SOON_US);
+		wake = earliest(wake, ch->kill_at_us);
+	}
+	if (z->have_dev && swift_rows(&z->dev, -1, ROW_RECLAIM))
+		wake = earliest(wake, now + SOON_US);
+	for (i = 0; i < z->cfg.npeers; i++)
+		if (!z->cfg.peers[i].connected && z->cfg.peers[i].next_try_us)
+			wake = earliest(wake, z->cfg.peers[i].next_try_us);
+	return earliest(wake, z->next_listen_us);
+}
+
+/* conn_ready serves the connection poll reported ready (re) under tag t,
+ * unless it was replaced earlier in this pass. */
+static void conn_ready(struct zygote *z, const struct tag *t, short re)
+{
+	struct conn *c = &z->conns[t->index];
+
+	if (c->gen != t->gen || c->fd != t->fd || c->kind == C_FREE)
+		return;
+	if (c->kind == C_CTL) {
+		if (c->waiting || c->attach) {
+			if (re & (POLLHUP | POLLERR))
+				swift_conn_close(z, t->index);
+		} else {
+			swift_ctl_readable(z, t->index);
+		}
+	} else if (c->kind == C_RESOLVE) {
+		swift_resolver_readable(z, t->index);
+	} else {
+		swift_xchg_io(z, t->index, re);
+	}
+}
+
+/* dispatch serves every fd poll reported ready. */
+static void dispatch(struct zygote *z, const struct pollfd *pfd, const struct tag *tag, int np)
+{
+	int i;
+
+	for (i = 0; i < np; i++) {
+		const struct tag *t = &tag[i];
+		short re = pfd[i].revents;
+
+		if (!re)
+			continue;
+		switch (t->kind) {
+		case T_SIG:
+			swift_signal_readable(z);
+			break;
+		case T_CTL_LISTEN:
+			accept_ctl(z);
+			break;
+		case T_TCP_LISTEN:
+			accept_tcp(z);
+			break;
+		case T_CONN:
+			conn_ready(z, t, re);
+			break;
+		case T_RELAY:
+			if (z->children[t->index].gen == t->gen && z->children[t->index].relay_fd == t->fd)
+				swift_relay_readable(z, t->index);
+			break;
+		case T_CLIENT:
+			if (z->children[t->index].gen == t->gen && z->children[t->index].client_fd == t->fd)
+				client_readable(z, t->index);
+			break;
+		}
+	}
+}
+
+/* deadlines ends the connections whose deadline passed: an exchange fails,
+ * a request waiting on one is told it took too long. */
+static void deadlines(struct zygote *z, uint64_t now)
+{
+	int i;
+
+	for (i = 0; i < z->conn_hwm; i++) {
+		struct conn *c = &z->conns[i];
+
+		if (c->kind == C_FREE || !c->deadline_us || now < c->deadline_us)
+			continue;
+		if (c->kind == C_XCHG) {
+			swift_xchg_failed(z, i, "exchange not done before its deadline");
+		} else if (c->kind == C_CTL && (c->waiting || c->attach)) {
+			struct swift_rep r;
+
+			memset(&r, 0, sizeof(r));
+			r.status = ETIMEDOUT;
+			snprintf(r.msg, sizeof(r.msg), "%s took too long",
+				 c->attach ? "the exchange for the QPs" : "connecting on demand");
+			send(c->fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+			swift_conn_close(z, i);
+		} else {
+			swift_conn_close(z, i);
+		}
+	}
+}
+
 int swift_loop(struct zygote *z)
 {
-	static const uint64_t soon = 1000; /* reclaim and leftovers: 1 ms */
-
 	for (;;) {
 		struct pollfd pfd[MAXPOLL];
 		struct tag tag[MAXPOLL];
-		uint64_t now = swift_now_us(), wake = z->next_maint_us;
+		uint64_t now = swift_now_us(), wake;
 		int np = 0, i, timeout;
 
 		if (z->stop || (z->has_entry && z->entry_pid < 0 && z->entry_status >= 0))
 			return 0;
-		add(pfd, tag, &np, z->sig_fd, POLLIN, T_SIG, 0, 0);
-		add(pfd, tag, &np, z->ctl_fd, POLLIN, T_CTL_LISTEN, 0, 0);
-		if (z->tcp_fd >= 0)
-			add(pfd, tag, &np, z->tcp_fd, POLLIN, T_TCP_LISTEN, 0, 0);
-		for (i = 0; i < z->conn_hwm; i++) {
-			struct conn *c = &z->conns[i];
-			short ev = 0;
-
-			if (c->kind == C_FREE)
-				continue;
-			if (c->kind == C_CTL)
-				ev = c->waiting || c->attach ? 0 : POLLIN;
-			else if (c->kind == C_RESOLVE)
-				ev = POLLIN;
-			else if (c->x.step == X_CONNECTING)
-				ev = POLLOUT;
-			else
-				ev = (short)((c->x.outoff < c->x.outlen ? POLLOUT : 0) |
-					     (c->x.want > c->x.inlen || c->x.step == X_HELDOPEN ? POLLIN : 0));
-			add(pfd, tag, &np, c->fd, ev, T_CONN, i, c->gen);
-			wake = earliest(wake, c->deadline_us);
-		}
-		for (i = 0; i < z->child_hwm; i++) {
-			struct child *ch = &z->children[i];
-
-			if (ch->state == CH_FREE)
-				continue;
-			if (ch->relay_fd >= 0)
-				add(pfd, tag, &np, ch->relay_fd, POLLIN, T_RELAY, i, ch->gen);
-			if (ch->client_fd >= 0)
-				add(pfd, tag, &np, ch->client_fd, POLLIN, T_CLIENT, i, ch->gen);
-			if (ch->state == CH_LEFTOVERS)
-				wake = earliest(wake, now + 5 * soon);
-			wake = earliest(wake, ch->kill_at_us);
-		}
-		if (z->have_dev && swift_rows(&z->dev, -1, ROW_RECLAIM))
-			wake = earliest(wake, now + soon);
-		for (i = 0; i < z->cfg.npeers; i++)
-			if (!z->cfg.peers[i].connected && z->cfg.peers[i].next_try_us)
-				wake = earliest(wake, z->cfg.peers[i].next_try_us);
-		wake = earliest(wake, z->next_listen_us);
+		wake = gather(z, pfd, tag, &np, now);
 		timeout = wake <= now ? 0 : (int)((wake - now + 999) / 1000);
 		if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR)
 			return -1;
-		for (i = 0; i < np; i++) {
-			struct tag *t = &tag[i];
-			short re = pfd[i].revents;
-
-			if (!re)
-				continue;
-			switch (t->kind) {
-			case T_SIG:
-				swift_signal_readable(z);
-				break;
-			case T_CTL_LISTEN:
-				accept_ctl(z);
-				break;
-			case T_TCP_LISTEN:
-				accept_tcp(z);
-				break;
-			case T_CONN: {
-				struct conn *c = &z->conns[t->index];
-
-				if (c->gen != t->gen || c->fd != t->fd || c->kind == C_FREE)
-					break; /* replaced earlier in this pass */
-				if (c->kind == C_CTL) {
-					if (c->waiting || c->attach) {
-						if (re & (POLLHUP | POLLERR))
-							swift_conn_close(z, t->index);
-					} else {
-						swift_ctl_readable(z, t->index);
-					}
-				} else if (c->kind == C_RESOLVE) {
-					swift_resolver_readable(z, t->index);
-				} else {
-					swift_xchg_io(z, t->index, re);
-				}
-				break;
-			}
-			case T_RELAY:
-				if (z->children[t->index].gen == t->gen && z->children[t->index].relay_fd == t->fd)
-					swift_relay_readable(z, t->index);
-				break;
-			case T_CLIENT:
-				if (z->children[t->index].gen == t->gen && z->children[t->index].client_fd == t->fd)
-					client_readable(z, t->index);
-				break;
-			}
-		}
+		dispatch(z, pfd, tag, np);
 		now = swift_now_us();
-		for (i = 0; i < z->conn_hwm; i++) {
-			struct conn *c = &z->conns[i];
-
-			if (c->kind == C_FREE || !c->deadline_us || now < c->deadline_us)
-				continue;
-			if (c->kind == C_XCHG) {
-				swift_xchg_failed(z, i, "exchange not done before its deadline");
-			} else if (c->kind == C_CTL && (c->waiting || c->attach)) {
-				struct swift_rep r;
-
-				memset(&r, 0, sizeof(r));
-				r.status = ETIMEDOUT;
-				snprintf(r.msg, sizeof(r.msg), "%s took too long",
-					 c->attach ? "the exchange for the QPs" : "connecting on demand");
-				send(c->fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
-				swift_conn_close(z, i);
-			} else {
-				swift_conn_close(z, i);
-			}
-		}
+		deadlines(z, now);
 		for (i = 0; i < z->child_hwm; i++)
 			if (z->children[i].state != CH_FREE)
 				swift_child_tick(z, i, now);

@@ -228,83 +228,111 @@ void swift_xchg_failed(struct zygote *z, int ci, const char *why)
 	swift_conn_close(z, ci);
 }
 
-static void xchg_done(struct zygote *z, int ci, int held)
+/* hold_open keeps exchange conn c open now that it is done: its QPs stay
+ * while it does, and a peer that vanished without a word fails within
+ * 13 s. */
+static void hold_open(struct conn *c)
+{
+	c->x.step = X_HELDOPEN;
+	c->deadline_us = 0;
+	swift_keepalive(c->fd);
+}
+
+/* peer_restarted: a peer's INITIAL exchange (it started again) ended; its
+ * old QPs are gone, so are ours to it, but for the rows x made. */
+static void peer_restarted(struct zygote *z, const struct xconn *x)
+{
+	int i, j;
+
+	for (i = 0; i < z->dev.row_hwm; i++) {
+		struct pool_row *r = &z->dev.rows[i];
+		int ours = 0;
+
+		for (j = 0; j < x->nrows; j++)
+			ours |= x->rows[j] == i;
+		if (ours || r->peer != x->peer)
+			continue;
+		if (r->state == ROW_FREE || r->state == ROW_BROKEN)
+			swift_row_destroy(&z->dev, i);
+		else if (r->state == ROW_ASSIGNED || r->state == ROW_RECLAIM)
+			r->retire = 1;
+	}
+}
+
+/* served_done: an exchange a peer dialed ended (held: it stays open). */
+static void served_done(struct zygote *z, int ci, int held)
 {
 	struct conn *c = &z->conns[ci];
 	struct xconn *x = &c->x;
 	struct swift_peer *p = &z->cfg.peers[x->peer];
 	uint64_t now = swift_now_us();
+	char from[4 * SWIFT_NAME_MAX];
 	int i;
 
-	z->status_dirty = 1;
-	if (!x->client) {
-		char from[4 * SWIFT_NAME_MAX];
-
-		if (x->flags & SWIFT_X_INITIAL) {
-			/* the peer (re)started: its old QPs are gone, so are ours to it */
-			for (i = 0; i < z->dev.row_hwm; i++) {
-				struct pool_row *r = &z->dev.rows[i];
-				int j, ours = 0;
-
-				for (j = 0; j < x->nrows; j++)
-					ours |= x->rows[j] == i;
-				if (ours || r->peer != x->peer)
-					continue;
-				if (r->state == ROW_FREE || r->state == ROW_BROKEN)
-					swift_row_destroy(&z->dev, i);
-				else if (r->state == ROW_ASSIGNED || r->state == ROW_RECLAIM)
-					r->retire = 1;
-			}
-		}
-		if (held && (x->flags & SWIFT_X_HELD) && swift_held_refusal(z, x->peer, x->count, ci, NULL, 0)) {
-			/* admitted before its rows were made (op_admit), so only a
-			 * race gets here: the rows are committed, drop them here */
-			swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
-			zlog(z, "peer %s at %s: beyond what its functions may hold here; dropped", from, c->addr);
-			for (i = 0; i < x->nrows; i++)
-				swift_row_destroy(&z->dev, x->rows[i]);
-			x->nrows = 0;
-			swift_conn_close(z, ci);
-			return;
-		}
-		for (i = 0; i < x->nrows; i++) {
-			struct pool_row *r = &z->dev.rows[x->rows[i]];
-
-			if (x->flags & SWIFT_X_HELD) {
-				r->state = ROW_HELD;
-			} else if (x->flags & SWIFT_X_EPHEMERAL) {
-				r->state = ROW_HELD;
-				r->held_until_us = now + SWIFT_EPHEMERAL_US;
-			} else {
-				r->state = ROW_FREE;
-			}
-		}
-		if (x->flags & SWIFT_X_LINK) {
-			/* the builder's link: when it closes, every QP between us goes */
-			x->step = X_HELDOPEN;
-			swift_set_link(z, x->peer, ci);
-			p->connected = 1;
-			swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
-			zlog(z, "peer %s at %s: %d QP(s) connected; linked", from, c->addr, x->count);
-			return;
-		}
-		if (held) {
-			/* kept open: when it closes, the function is gone (and a
-			 * peer that vanished without a word fails within 13 s) */
-			x->step = X_HELDOPEN;
-			c->deadline_us = 0;
-			swift_keepalive(c->fd);
-			return;
-		}
-		if (!(x->flags & SWIFT_X_EPHEMERAL)) {
-			p->connected = 1;
-			swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
-			zlog(z, "peer %s at %s: %d QP(s) connected", from, c->addr, x->count);
-		}
+	if (x->flags & SWIFT_X_INITIAL)
+		peer_restarted(z, x);
+	if (held && (x->flags & SWIFT_X_HELD) && swift_held_refusal(z, x->peer, x->count, ci, NULL, 0)) {
+		/* admitted before its rows were made (op_admit), so only a
+		 * race gets here: the rows are committed, drop them here */
+		swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+		zlog(z, "peer %s at %s: beyond what its functions may hold here; dropped", from, c->addr);
+		for (i = 0; i < x->nrows; i++)
+			swift_row_destroy(&z->dev, x->rows[i]);
 		x->nrows = 0;
 		swift_conn_close(z, ci);
 		return;
 	}
+	for (i = 0; i < x->nrows; i++) {
+		struct pool_row *r = &z->dev.rows[x->rows[i]];
+
+		if (x->flags & SWIFT_X_HELD) {
+			r->state = ROW_HELD;
+		} else if (x->flags & SWIFT_X_EPHEMERAL) {
+			r->state = ROW_HELD;
+			r->held_until_us = now + SWIFT_EPHEMERAL_US;
+		} else {
+			r->state = ROW_FREE;
+		}
+	}
+	if (x->flags & SWIFT_X_LINK) {
+		/* the builder's link: when it closes, every QP between us goes */
+		x->step = X_HELDOPEN;
+		swift_set_link(z, x->peer, ci);
+		p->connected = 1;
+		swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+		zlog(z, "peer %s at %s: %d QP(s) connected; linked", from, c->addr, x->count);
+		return;
+	}
+	if (held) {
+		/* when it closes, the function is gone */
+		hold_open(c);
+		return;
+	}
+	if (!(x->flags & SWIFT_X_EPHEMERAL)) {
+		p->connected = 1;
+		swift_esc(x->from, SWIFT_NAME_MAX, from, sizeof(from));
+		zlog(z, "peer %s at %s: %d QP(s) connected", from, c->addr, x->count);
+	}
+	x->nrows = 0;
+	swift_conn_close(z, ci);
+}
+
+/* ctl_waits: whether control connection ci of generation gen is still
+ * there (what a dial for it found on its end). */
+static int ctl_waits(const struct zygote *z, int ci, uint32_t gen)
+{
+	return ci >= 0 && z->conns[ci].kind == C_CTL && z->conns[ci].gen == gen;
+}
+
+/* dialed_done: an exchange we dialed ended (held: it stays open); what
+ * it was for gets its rows, or they go back. */
+static void dialed_done(struct zygote *z, int ci, int held)
+{
+	struct conn *c = &z->conns[ci];
+	struct xconn *x = &c->x;
+	struct swift_peer *p = &z->cfg.peers[x->peer];
+	int i;
+
 	switch (c->purpose) {
 	case P_POOL:
 	case P_REBUILD:
@@ -326,12 +354,10 @@ static void xchg_done(struct zygote *z, int ci, int held)
 			swift_set_link(z, x->peer, ci);
 			return;
 		}
-		swift_conn_close(z, ci);
-		return;
+		break;
 	case P_NEWDEST:
 		p->refused = 0;
-		if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
-		    z->conns[c->for_conn].waiting) {
+		if (ctl_waits(z, c->for_conn, c->for_gen) && z->conns[c->for_conn].waiting) {
 			for (i = 0; i < x->nrows; i++) {
 				z->dev.rows[x->rows[i]].state = ROW_ASSIGNED;
 				z->dev.rows[x->rows[i]].owner = -2 - c->for_conn;
@@ -343,30 +369,34 @@ static void xchg_done(struct zygote *z, int ci, int held)
 				z->dev.rows[x->rows[i]].state = ROW_FREE;
 			x->nrows = 0;
 		}
-		swift_conn_close(z, ci);
-		return;
+		break;
 	case P_OWN:
 		if (c->for_child >= 0 && z->children[c->for_child].gen == c->for_child_gen &&
 		    z->children[c->for_child].state == CH_RUNNING) {
 			z->done.own(z, c->for_child, 0, x->count, x->remote);
-			x->step = X_HELDOPEN;
-			c->deadline_us = 0;
-			swift_keepalive(c->fd);
+			hold_open(c);
 			return;
 		}
-		if (c->for_conn >= 0 && z->conns[c->for_conn].kind == C_CTL && z->conns[c->for_conn].gen == c->for_gen &&
-		    z->conns[c->for_conn].attach) {
+		if (ctl_waits(z, c->for_conn, c->for_gen) && z->conns[c->for_conn].attach) {
 			z->done.connect(z, c->for_conn, 0, NULL, x->count, x->remote);
-			x->step = X_HELDOPEN;
-			c->deadline_us = 0;
-			swift_keepalive(c->fd);
+			hold_open(c);
 			return;
 		}
-		swift_conn_close(z, ci);
-		return;
+		break;
 	default:
-		swift_conn_close(z, ci);
+		break;
 	}
+	swift_conn_close(z, ci);
+}
+
+/* xchg_done: exchange conn ci ended well (held: it stays open). */
+static void xchg_done(struct zygote *z, int ci, int held)
+{
+	z->status_dirty = 1;
+	if (z->conns[ci].x.client)
+		dialed_done(z, ci, held);
+	else
+		served_done(z, ci, held);
 }
 
 /* xchg_io serves an exchange connection that poll reported ready. */

@@ -419,14 +419,13 @@ static int to_rts(struct swift_dev *d, struct pool_row *r, uint32_t rq_psn, uint
 			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, char *err, size_t errlen)
+/* claim_row takes an empty row of the table for peer, or -1 with err and
+ * errno (EDQUOT: the container's QP limit; ENOSPC: the table is full). */
+static int claim_row(struct swift_dev *d, int peer, char *err, size_t errlen)
 {
-	uintptr_t before[4 * SWIFT_MAX_QPS + 64];
-	size_t blen[4 * SWIFT_MAX_QPS + 64];
-	struct ibv_qp_init_attr ia;
 	struct pool_row *r;
-	int row, nbefore, access, e;
 	uint32_t gen;
+	int row;
 
 	if (d->qp_limit && swift_qps_in_use(d) >= d->qp_limit) {
 		snprintf(err, errlen, "the container's QP limit (%d, its tenant's charge) is reached", d->qp_limit);
@@ -447,11 +446,83 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 	r->gen = gen + 1;
 	r->owner = -1;
 	r->peer = peer;
+	return row;
+}
+
+/* unclaim gives back a row whose creation failed (errno kept). */
+static void unclaim(struct swift_dev *d, struct pool_row *r)
+{
+	int e = errno;
+	uint32_t gen = r->gen;
+
+	d->shm.current_row = -1;
+	memset(r, 0, sizeof(*r));
+	r->gen = gen;
+	r->owner = -1;
+	errno = e ? e : EIO;
+}
+
+/* parent_domain: a parent domain over r's PD whose queue memory comes
+ * from the shared allocators (SHARE_BUFFERS), or NULL. */
+static struct ibv_pd *parent_domain(struct swift_dev *d, struct pool_row *r)
+{
+	struct ibv_parent_domain_init_attr pa;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.pd = r->pd;
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+	pa.alloc = swift_shm_alloc;
+	pa.free = swift_shm_free;
+	pa.pd_context = &d->shm;
+	return ibv_alloc_parent_domain(d->ctx, &pa);
+}
+
+/* rc_qp: r's RC QP over its CQ, with room for the pool's slots. */
+static struct ibv_qp *rc_qp(struct pool_row *r)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = r->cq;
+	ia.recv_cq = r->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = SWIFT_SEND_SLOTS;
+	ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	return ibv_create_qp(r->qp_pd, &ia);
+}
+
+/* describe writes row r's qpinfo, as a peer needs it, into out. */
+static void describe(const struct swift_dev *d, const struct pool_row *r, struct swift_qpinfo *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->qpn = r->qpn;
+	out->psn = r->psn;
+	out->lid = d->lid;
+	memcpy(out->gid, d->gid, 16);
+	if (d->remote_access) {
+		out->addr = (uintptr_t)r->slice;
+		out->rkey = r->rkey;
+	}
+}
+
+int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, char *err, size_t errlen)
+{
+	uintptr_t before[4 * SWIFT_MAX_QPS + 64];
+	size_t blen[4 * SWIFT_MAX_QPS + 64];
+	struct pool_row *r;
+	int row, nbefore, access;
+
+	row = claim_row(d, peer, err, errlen);
+	if (row < 0)
+		return -1;
+	r = &d->rows[row];
 	nbefore = dev_maps(d, before, blen, (int)(sizeof(before) / sizeof(before[0])));
 	if (nbefore < 0) {
 		snprintf(err, errlen, "cannot read this process's device mappings");
 		errno = EIO;
-		return -1;
+		goto err_none;
 	}
 	d->shm.current_row = row;
 	r->pd = ibv_alloc_pd(d->ctx);
@@ -459,21 +530,10 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 		snprintf(err, errlen, "ibv_alloc_pd: %s", strerror(errno));
 		goto err_none;
 	}
-	r->qp_pd = r->pd;
-	if (d->share == SHARE_BUFFERS) {
-		struct ibv_parent_domain_init_attr pa;
-
-		memset(&pa, 0, sizeof(pa));
-		pa.pd = r->pd;
-		pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
-		pa.alloc = swift_shm_alloc;
-		pa.free = swift_shm_free;
-		pa.pd_context = &d->shm;
-		r->qp_pd = ibv_alloc_parent_domain(d->ctx, &pa);
-		if (!r->qp_pd) {
-			snprintf(err, errlen, "ibv_alloc_parent_domain: %s", strerror(errno));
-			goto err_pd;
-		}
+	r->qp_pd = d->share == SHARE_BUFFERS ? parent_domain(d, r) : r->pd;
+	if (!r->qp_pd) {
+		snprintf(err, errlen, "ibv_alloc_parent_domain: %s", strerror(errno));
+		goto err_pd;
 	}
 	r->slice = mmap(NULL, d->slice_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (r->slice == MAP_FAILED) {
@@ -499,15 +559,7 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 	}
 	if (add_maps(d, row, before, nbefore, 1, err, errlen))
 		goto err_cq;
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = r->cq;
-	ia.recv_cq = r->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = SWIFT_SEND_SLOTS;
-	ia.cap.max_recv_wr = SWIFT_RECV_SLOTS;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	r->qp = ibv_create_qp(r->qp_pd, &ia);
+	r->qp = rc_qp(r);
 	if (!r->qp) {
 		snprintf(err, errlen, "ibv_create_qp: %s", strerror(errno));
 		goto err_cq;
@@ -532,15 +584,7 @@ int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, ch
 	r->state = ROW_PENDING;
 	if (row >= d->row_hwm)
 		d->row_hwm = row + 1;
-	memset(out, 0, sizeof(*out));
-	out->qpn = r->qpn;
-	out->psn = r->psn;
-	out->lid = d->lid;
-	memcpy(out->gid, d->gid, 16);
-	if (d->remote_access) {
-		out->addr = (uintptr_t)r->slice;
-		out->rkey = r->rkey;
-	}
+	describe(d, r, out);
 	return row;
 
 err_qp:
@@ -557,13 +601,7 @@ err_domain:
 err_pd:
 	ibv_dealloc_pd(r->pd);
 err_none:
-	e = errno;
-	d->shm.current_row = -1;
-	gen = r->gen;
-	memset(r, 0, sizeof(*r));
-	r->gen = gen;
-	r->owner = -1;
-	errno = e ? e : EIO;
+	unclaim(d, r);
 	return -1;
 }
 
