@@ -922,107 +922,156 @@ static int server_advance(struct xconn *x, const struct swift_xenv *e)
 	}
 }
 
-static int client_advance(struct xconn *x, const struct swift_xenv *e)
+/* chal_proved checks the server's challenge: its proof of the key, its
+ * name and our hello; then S and the session's keys, and (a later
+ * exchange) our link proof into proof. XC_GO, or the failure. */
+static int chal_proved(struct xconn *x, const struct swift_xenv *e, uint8_t proof[MAC_LEN])
 {
 	const struct swift_peer *p = &e->cfg->peers[x->peer];
 	const struct swift_key *k = &e->keys[x->key];
-	uint8_t want[32], m[AUTH_HEAD + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
+	uint8_t want[32];
+
+	memcpy(x->nonce_s, x->in, 16);
+	transcript(x, x->in + 16);
+	/* the server proves the key, its name and our hello first: a
+	 * server that cannot gets nothing of ours */
+	mac(k->key, k->len, 'S', x->transcript, 32, NULL, 0, want);
+	if (!swift_mac_equal(x->in + 48, want)) {
+		explicit_bzero(x->eph, sizeof(x->eph));
+		x->refused = 1;
+		return fail(x, e, EACCES, "peer %s failed authentication (not tenant %s with key %s, or not zygote %s)",
+			    p->name, e->cfg->tenant, k->id, p->name);
+	}
+	memset(proof, 0, MAC_LEN);
+	if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + 16))
+		return fail(x, e, EPROTO, "peer %s sent an ephemeral key in a later exchange", p->name);
+	switch (make_secret(x, e, x->in + 16)) {
+	case -1:
+		return fail(x, e, EPROTO, "peer %s sent an ephemeral key of small order", p->name);
+	case -2:
+		return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
+			    p->name);
+	}
+	derive(x, e);
+	if (!(x->flags & SWIFT_X_INITIAL))
+		link_proof(x, proof);
+	explicit_bzero(x->secret, sizeof(x->secret));
+	return XC_GO;
+}
+
+/* client_chal answers the challenge: our proofs, and our QPs (made now,
+ * once the server proved the key, unless they are a function's). */
+static int client_chal(struct xconn *x, const struct swift_xenv *e)
+{
+	const struct swift_key *k = &e->keys[x->key];
+	uint8_t m[AUTH_HEAD + SWIFT_X_MAX * QPINFO_LEN + MAC_LEN];
+	size_t n;
+	int i, rc;
+
+	if ((rc = chal_proved(x, e, m + MAC_LEN)) != XC_GO)
+		return rc;
+	for (i = 0; !x->foreign && i < x->count; i++) {
+		int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
+
+		if (row < 0) {
+			x->status = errno ? errno : EIO;
+			swift_xconn_abort(x, e);
+			return XC_FAIL;
+		}
+		x->rows[x->nrows++] = row;
+	}
+	mac(k->key, k->len, 'I', x->transcript, 32, NULL, 0, m);
+	for (i = 0; i < x->count; i++) {
+		x->local[i].replaces = x->replaces[i];
+		put_qpinfo(m + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->local[i]);
+	}
+	n = (size_t)x->count * QPINFO_LEN;
+	swift_seal(x->seal, 'Q', m + AUTH_HEAD, n);
+	tag(x, 'Q', m + AUTH_HEAD, n, m + AUTH_HEAD + n);
+	queue(x, m, AUTH_HEAD + n + MAC_LEN);
+	expect(x, X_REPLY, REPLY_LEN);
+	return XC_MORE;
+}
+
+/* client_reply reads the reply's header: a refusal, or the count. */
+static int client_reply(struct xconn *x, const struct swift_xenv *e)
+{
+	const struct swift_peer *p = &e->cfg->peers[x->peer];
+
+	x->status = (int)get32(x->in);
+	if (x->status) {
+		/* a refusal: its tag follows, but nothing is acted on */
+		x->refused = x->status == EACCES || x->status == EPERM;
+		return fail(x, e, x->status, "peer %s refused: %s", p->name,
+			    x->status < 4096 ? strerror(x->status) : "unknown status");
+	}
+	if (get32(x->in + 4) != (uint32_t)x->count)
+		return fail(x, e, EPROTO, "peer %s answered with another QP count", p->name);
+	memcpy(x->reply, x->in, REPLY_LEN);
+	expect(x, X_THEIRS, (size_t)x->count * QPINFO_LEN + MAC_LEN);
+	return XC_MORE;
+}
+
+/* client_theirs takes the server's QPs, connects ours to them, and
+ * confirms. */
+static int client_theirs(struct xconn *x, const struct swift_xenv *e)
+{
+	const struct swift_peer *p = &e->cfg->peers[x->peer];
+	uint8_t want[32], m[REPLY_LEN + SWIFT_X_MAX * QPINFO_LEN];
 	size_t n;
 	int i;
 
+	n = (size_t)x->count * QPINFO_LEN;
+	memcpy(m, x->reply, REPLY_LEN);
+	memcpy(m + REPLY_LEN, x->in, n);
+	tag(x, 'R', m, REPLY_LEN + n, want);
+	if (!swift_mac_equal(x->in + n, want))
+		return fail(x, e, EBADMSG, "peer %s: its QPs were changed in transit (tag mismatch)", p->name);
+	swift_seal(x->seal, 'R', x->in, n);
+	for (i = 0; i < x->count; i++)
+		if (get_qpinfo(x->in + (size_t)i * QPINFO_LEN, &x->remote[i]))
+			return fail(x, e, EPROTO, "peer %s sent a QP number or PSN out of range", p->name);
+	for (i = 0; !x->foreign && i < x->count; i++)
+		if (e->ops->connect(e->ops->ctx, x->rows[i], &x->remote[i]))
+			return fail(x, e, errno ? errno : EIO, "connect QP to %s: %s", p->name, strerror(errno));
+	tag(x, 'C', "", 0, want);
+	queue(x, want, MAC_LEN);
+	expect(x, X_ACK, MAC_LEN);
+	return XC_MORE;
+}
+
+/* client_ack takes the server's acknowledgement: the QPs are kept. */
+static int client_ack(struct xconn *x, const struct swift_xenv *e)
+{
+	const struct swift_peer *p = &e->cfg->peers[x->peer];
+	uint8_t want[32];
+
+	tag(x, 'A', "", 0, want);
+	if (!swift_mac_equal(x->in, want))
+		return fail(x, e, EBADMSG, "peer %s: its acknowledgement was changed in transit", p->name);
+	x->committed = 1;
+	x->want = x->inlen = 0;
+	if (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) {
+		x->step = X_HELDOPEN;
+		return XC_HELD;
+	}
+	x->step = (enum xstep)0;
+	return XC_DONE;
+}
+
+static int client_advance(struct xconn *x, const struct swift_xenv *e)
+{
 	switch (x->step) {
 	case X_CHAL:
-		memcpy(x->nonce_s, x->in, 16);
-		transcript(x, x->in + 16);
-		/* the server proves the key, its name and our hello first: a
-		 * server that cannot gets nothing of ours */
-		mac(k->key, k->len, 'S', x->transcript, 32, NULL, 0, want);
-		if (!swift_mac_equal(x->in + 48, want)) {
-			explicit_bzero(x->eph, sizeof(x->eph));
-			x->refused = 1;
-			return fail(x, e, EACCES, "peer %s failed authentication (not tenant %s with key %s, or not zygote %s)",
-				    p->name, e->cfg->tenant, k->id, p->name);
-		}
-		memset(m + MAC_LEN, 0, MAC_LEN);
-		if (!(x->flags & SWIFT_X_INITIAL) && !swift_x25519_zero(x->in + 16))
-			return fail(x, e, EPROTO, "peer %s sent an ephemeral key in a later exchange", p->name);
-		switch (make_secret(x, e, x->in + 16)) {
-		case -1:
-			return fail(x, e, EPROTO, "peer %s sent an ephemeral key of small order", p->name);
-		case -2:
-			return fail(x, e, ENOLINK, "a later exchange with %s needs our live link with it, and there is none",
-				    p->name);
-		}
-		derive(x, e);
-		if (!(x->flags & SWIFT_X_INITIAL))
-			link_proof(x, m + MAC_LEN);
-		explicit_bzero(x->secret, sizeof(x->secret));
-		for (i = 0; !x->foreign && i < x->count; i++) {
-			int row = e->ops->create(e->ops->ctx, x->peer, &x->local[i], x->err, sizeof(x->err));
-
-			if (row < 0) {
-				x->status = errno ? errno : EIO;
-				swift_xconn_abort(x, e);
-				return XC_FAIL;
-			}
-			x->rows[x->nrows++] = row;
-		}
-		mac(k->key, k->len, 'I', x->transcript, 32, NULL, 0, m);
-		for (i = 0; i < x->count; i++) {
-			x->local[i].replaces = x->replaces[i];
-			put_qpinfo(m + AUTH_HEAD + (size_t)i * QPINFO_LEN, &x->local[i]);
-		}
-		n = (size_t)x->count * QPINFO_LEN;
-		swift_seal(x->seal, 'Q', m + AUTH_HEAD, n);
-		tag(x, 'Q', m + AUTH_HEAD, n, m + AUTH_HEAD + n);
-		queue(x, m, AUTH_HEAD + n + MAC_LEN);
-		expect(x, X_REPLY, REPLY_LEN);
-		return XC_MORE;
+		return client_chal(x, e);
 	case X_REPLY:
-		x->status = (int)get32(x->in);
-		if (x->status) {
-			/* a refusal: its tag follows, but nothing is acted on */
-			x->refused = x->status == EACCES || x->status == EPERM;
-			return fail(x, e, x->status, "peer %s refused: %s", p->name,
-				    x->status < 4096 ? strerror(x->status) : "unknown status");
-		}
-		if (get32(x->in + 4) != (uint32_t)x->count)
-			return fail(x, e, EPROTO, "peer %s answered with another QP count", p->name);
-		memcpy(x->reply, x->in, REPLY_LEN);
-		expect(x, X_THEIRS, (size_t)x->count * QPINFO_LEN + MAC_LEN);
-		return XC_MORE;
+		return client_reply(x, e);
 	case X_THEIRS:
-		n = (size_t)x->count * QPINFO_LEN;
-		memcpy(m, x->reply, REPLY_LEN);
-		memcpy(m + REPLY_LEN, x->in, n);
-		tag(x, 'R', m, REPLY_LEN + n, want);
-		if (!swift_mac_equal(x->in + n, want))
-			return fail(x, e, EBADMSG, "peer %s: its QPs were changed in transit (tag mismatch)", p->name);
-		swift_seal(x->seal, 'R', x->in, n);
-		for (i = 0; i < x->count; i++)
-			if (get_qpinfo(x->in + (size_t)i * QPINFO_LEN, &x->remote[i]))
-				return fail(x, e, EPROTO, "peer %s sent a QP number or PSN out of range", p->name);
-		for (i = 0; !x->foreign && i < x->count; i++)
-			if (e->ops->connect(e->ops->ctx, x->rows[i], &x->remote[i]))
-				return fail(x, e, errno ? errno : EIO, "connect QP to %s: %s", p->name, strerror(errno));
-		tag(x, 'C', "", 0, want);
-		queue(x, want, MAC_LEN);
-		expect(x, X_ACK, MAC_LEN);
-		return XC_MORE;
+		return client_theirs(x, e);
 	case X_ACK:
-		tag(x, 'A', "", 0, want);
-		if (!swift_mac_equal(x->in, want))
-			return fail(x, e, EBADMSG, "peer %s: its acknowledgement was changed in transit", p->name);
-		x->committed = 1;
-		x->want = x->inlen = 0;
-		if (x->flags & (SWIFT_X_HELD | SWIFT_X_LINK)) {
-			x->step = X_HELDOPEN;
-			return XC_HELD;
-		}
-		x->step = (enum xstep)0;
-		return XC_DONE;
+		return client_ack(x, e);
 	default:
-		return fail(x, e, EPROTO, "unexpected input from %s", p->name);
+		return fail(x, e, EPROTO, "unexpected input from %s", e->cfg->peers[x->peer].name);
 	}
 }
 
