@@ -422,6 +422,81 @@ static int confine_same_uid(struct zygote *z, char *why, size_t len)
 	return swift_landlock_confine(&c, why, len);
 }
 
+/* drop_to_function makes the child a function that cannot leave its
+ * session: its own uid when the zygote can switch to one, else seccomp
+ * and Landlock under the zygote's uid. */
+static void drop_to_function(struct zygote *z, int slot)
+{
+	if (z->cfg.function_uid_base && z->uids_ok) {
+		/* a uid it cannot leave: the zygote finds what is left of it
+		 * by uid, and no seccomp filter is needed (installing one costs
+		 * a BPF compile per fork) */
+		uid_t id = (uid_t)(z->cfg.function_uid_base + (uint32_t)slot);
+
+		if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id))
+			die(126, "function uid");
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	} else {
+		char why[512];
+
+		if (confine())
+			die(126, "seccomp (a function must not leave its session)");
+		/* under the zygote's own uid: Landlock keeps it out of the
+		 * zygote's socket directory and other processes' /proc */
+		if (confine_same_uid(z, why, sizeof(why))) {
+			fprintf(stderr, "swift: a function under the zygote's own uid runs only confined: %s\n", why);
+			_exit(126);
+		}
+	}
+}
+
+/* pool_qps describes the pool rows assigned to the function (me) to it:
+ * pool[i] for row i, listed in qps. */
+static void pool_qps(const struct zygote *z, const struct child *me, struct swift_qp *pool, struct swift_qp **qps)
+{
+	int i;
+
+	for (i = 0; i < me->nrows; i++) {
+		const struct pool_row *r = &z->dev.rows[me->rows[i]];
+		struct swift_qp *q = &pool[i];
+
+		q->qp = r->qp;
+		q->cq = r->cq;
+		q->index = (uint32_t)me->rows[i];
+		q->peer = z->cfg.peers[r->peer].name;
+		q->remote_qpn = r->remote.qpn;
+		q->slice = r->slice;
+		q->lkey = r->lkey;
+		q->recv_posted = r->recv_posted;
+		q->remote_addr = r->remote.addr;
+		q->remote_rkey = r->remote.rkey;
+		q->rkey = r->rkey;
+		qps[i] = q;
+	}
+}
+
+/* find_handler: the handler argv[0] names, a built-in one or swift_main of
+ * a shared object (its handle in *handle); the function ends if there is
+ * none. */
+static swift_main_fn find_handler(char *const *argv, void **handle)
+{
+	swift_main_fn main_fn = NULL;
+
+	if (strchr(argv[0], '/')) {
+		/* a handler in a shared object, loaded without exec */
+		*handle = dlopen(argv[0], RTLD_NOW | RTLD_LOCAL);
+		if (!*handle || !(main_fn = (swift_main_fn)dlsym(*handle, "swift_main"))) {
+			fprintf(stderr, "swift: cannot load handler %s: %s\n", argv[0], dlerror());
+			_exit(127);
+		}
+	} else if (!(main_fn = swift_builtin(argv[0]))) {
+		fprintf(stderr, "swift: no handler %s (built in: %s; or a path to a shared object)\n", argv[0],
+			swift_builtin_names());
+		_exit(127);
+	}
+	return main_fn;
+}
+
 void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int relay)
 {
 	struct child *me = &z->children[slot];
@@ -445,27 +520,7 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 	scrub_stack();
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		die(126, "no_new_privs");
-	if (z->cfg.function_uid_base && z->uids_ok) {
-		/* a uid it cannot leave: the zygote finds what is left of it
-		 * by uid, and no seccomp filter is needed (installing one costs
-		 * a BPF compile per fork) */
-		uid_t id = (uid_t)(z->cfg.function_uid_base + (uint32_t)slot);
-
-		if (setgroups(0, NULL) || setresgid(id, id, id) || setresuid(id, id, id))
-			die(126, "function uid");
-		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	} else {
-		char why[512];
-
-		if (confine())
-			die(126, "seccomp (a function must not leave its session)");
-		/* under the zygote's own uid: Landlock keeps it out of the
-		 * zygote's socket directory and other processes' /proc */
-		if (confine_same_uid(z, why, sizeof(why))) {
-			fprintf(stderr, "swift: a function under the zygote's own uid runs only confined: %s\n", why);
-			_exit(126);
-		}
-	}
+	drop_to_function(z, slot);
 	qps = calloc(SWIFT_MAX_QPS, sizeof(*qps));
 	pool = calloc((size_t)(me->nrows > 0 ? me->nrows : 1), sizeof(*pool));
 	if (!qps || !pool)
@@ -475,23 +530,7 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 	fn.msg_size = z->cfg.msg_size;
 	fn.relay_fd = relay;
 	fn.provider = z->have_dev ? z->dev.provider : "none";
-	for (i = 0; i < me->nrows; i++) {
-		struct pool_row *r = &z->dev.rows[me->rows[i]];
-		struct swift_qp *q = &pool[i];
-
-		q->qp = r->qp;
-		q->cq = r->cq;
-		q->index = (uint32_t)me->rows[i];
-		q->peer = z->cfg.peers[r->peer].name;
-		q->remote_qpn = r->remote.qpn;
-		q->slice = r->slice;
-		q->lkey = r->lkey;
-		q->recv_posted = r->recv_posted;
-		q->remote_addr = r->remote.addr;
-		q->remote_rkey = r->remote.rkey;
-		q->rkey = r->rkey;
-		qps[i] = q;
-	}
+	pool_qps(z, me, pool, qps);
 	fn.nqp = me->nrows;
 	fn.qp = qps;
 	fn.relay = me->nrows > 0 && z->dev.share == SHARE_RELAY;
@@ -506,18 +545,7 @@ void swift_run_child(struct zygote *z, int slot, struct swift_request *reqp, int
 		p += strlen(p) + 1;
 	}
 	argv[i] = NULL;
-	if (strchr(argv[0], '/')) {
-		/* a handler in a shared object, loaded without exec */
-		handle = dlopen(argv[0], RTLD_NOW | RTLD_LOCAL);
-		if (!handle || !(main_fn = (swift_main_fn)dlsym(handle, "swift_main"))) {
-			fprintf(stderr, "swift: cannot load handler %s: %s\n", argv[0], dlerror());
-			_exit(127);
-		}
-	} else if (!(main_fn = swift_builtin(argv[0]))) {
-		fprintf(stderr, "swift: no handler %s (built in: %s; or a path to a shared object)\n", argv[0],
-			swift_builtin_names());
-		_exit(127);
-	}
+	main_fn = find_handler(argv, &handle);
 	rc = main_fn(&fn, req.argc, argv);
 	swift_fn_end(&fn);
 	if (handle) {
