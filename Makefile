@@ -24,6 +24,8 @@ BENCH_RUNS ?= 20
 # runs of each mode in the VM benchmarks (fork-bench, verbs-bench, x-bench)
 VM_BENCH_RUNS ?= 30
 GOFILES = $(shell git ls-files -co --exclude-standard '*.go')
+# the C of the zygote, the preload and the VM's test programs (.clang-format)
+CFILES = $(shell git ls-files -co --exclude-standard 'zygote/*.[ch]' 'preload/*.[ch]' 'test/vm/csrc/*.[ch]')
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 
 export SWIFT_BIN := $(BIN)
@@ -55,7 +57,7 @@ deps:
 
 # golangci-lint (pinned in tools/go.mod, configured in .golangci.yml):
 # staticcheck, goimports, misspell, gosec's high-confidence findings and
-# the standard set, as containerd runs them.
+# the standard set, as containerd runs them; the C as .clang-format says.
 GOLANGCI_LINT = $(OUT)/tools/golangci-lint
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -63,6 +65,8 @@ lint:
 	$(GO) vet -tags e2e ./...
 	cd tools && $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	$(GOLANGCI_LINT) run ./...
+	@command -v clang-format >/dev/null || { echo "lint: clang-format is missing (make deps installs it)"; exit 1; }
+	clang-format --dry-run --Werror $(CFILES)
 
 unit: lint
 	$(GO) test -count=1 -tags e2e $(UNIT_PKGS)

@@ -38,7 +38,7 @@ int swv_elf_find(const char *prefix, struct swv_elf *e)
 	if (!&_r_debug || !_r_debug.r_map)
 		return -2;
 	for (m = _r_debug.r_map; m; m = m->l_next) {
-		const ElfW(Dyn) *d;
+		const ElfW(Dyn) * d;
 
 		if (!m->l_name || strncmp(basename_of(m->l_name), prefix, n) != 0 || !m->l_ld)
 			continue;

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 struct swv_elf {
-	uintptr_t base;          /* load bias */
-	const void *symtab;      /* ElfW(Sym)[] */
+	uintptr_t base;     /* load bias */
+	const void *symtab; /* ElfW(Sym)[] */
 	const char *strtab;
 	const uint32_t *gnuhash; /* DT_GNU_HASH */
 	const uint16_t *versym;  /* DT_VERSYM, or NULL */

@@ -85,8 +85,7 @@ static int parse(const void *buf, size_t len, struct swv_snapshot *out, char *wh
 	}
 	out->ndev = i;
 	out->flags = le32(b + 28);
-	if (!str(out->kernel, b + 32, 64) || !str(out->rdma_core, b + 96, 32) ||
-	    !str(out->drivers, b + 128, 256)) {
+	if (!str(out->kernel, b + 32, 64) || !str(out->rdma_core, b + 96, 32) || !str(out->drivers, b + 128, 256)) {
 		snprintf(why, whylen, "snapshot header has an unterminated string");
 		return -1;
 	}
@@ -95,9 +94,8 @@ static int parse(const void *buf, size_t len, struct swv_snapshot *out, char *wh
 		struct swv_dev *dv = &out->devs[i];
 
 		if (!str(dv->name, d, 64) || !str(dv->uverbs, d + 64, 16) || !str(dv->node_guid, d + 88, 32) ||
-		    !str(dv->fw_ver, d + 120, 64) || !dv->name[0] || !dv->uverbs[0] ||
-		    strchr(dv->name, '/') || strchr(dv->uverbs, '/') || dv->name[0] == '.' ||
-		    dv->uverbs[0] == '.') {
+		    !str(dv->fw_ver, d + 120, 64) || !dv->name[0] || !dv->uverbs[0] || strchr(dv->name, '/') ||
+		    strchr(dv->uverbs, '/') || dv->name[0] == '.' || dv->uverbs[0] == '.') {
 			snprintf(why, whylen, "snapshot device %u has a bad name field", i);
 			return -1;
 		}
@@ -114,8 +112,7 @@ static int parse(const void *buf, size_t len, struct swv_snapshot *out, char *wh
 		dv->nports = le32(d + 704);
 		memset(dv->ports, 0, sizeof(dv->ports));
 		if (dv->nports > SWV_MAX_PORTS) {
-			snprintf(why, whylen, "snapshot device %s: %u ports > %u", dv->name, dv->nports,
-				 SWV_MAX_PORTS);
+			snprintf(why, whylen, "snapshot device %s: %u ports > %u", dv->name, dv->nports, SWV_MAX_PORTS);
 			return -1;
 		}
 		for (j = 0; j < dv->nports; j++) {
@@ -324,8 +321,8 @@ static int check_devices(const struct swv_snapshot *s, int verbs, int ib, char *
 	return 0;
 }
 
-int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release,
-			  char *why, size_t whylen)
+int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release, char *why,
+			  size_t whylen)
 {
 	char path[512], uv[256], val[128];
 	uint32_t dev = 0;
@@ -376,13 +373,13 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 
 int swv_port_static_diff(const struct swv_port *w, const struct ibv_port_attr *g, char *why, size_t whylen)
 {
-#define SWV_CMP(field, fmtv)                                                                         \
-	do {                                                                                         \
-		if ((uint64_t)w->field != (uint64_t)g->field) {                                      \
-			snprintf(why, whylen, #field " is %" fmtv ", the cache has %" fmtv,          \
-				 (unsigned long long)g->field, (unsigned long long)w->field);        \
-			return 1;                                                                    \
-		}                                                                                    \
+#define SWV_CMP(field, fmtv) \
+	do { \
+		if ((uint64_t)w->field != (uint64_t)g->field) { \
+			snprintf(why, whylen, #field " is %" fmtv ", the cache has %" fmtv, \
+				 (unsigned long long)g->field, (unsigned long long)w->field); \
+			return 1; \
+		} \
 	} while (0)
 	SWV_CMP(max_mtu, "llu");
 	SWV_CMP(gid_tbl_len, "llu");
@@ -397,12 +394,12 @@ int swv_port_static_diff(const struct swv_port *w, const struct ibv_port_attr *g
 }
 
 /* fix sets *v to real if it equals the cached limit that differs from it. */
-#define SWV_FIX(v, c, r, n)                          \
-	do {                                         \
+#define SWV_FIX(v, c, r, n) \
+	do { \
 		if ((c) != (r) && (int64_t)(v) == (int64_t)(c)) { \
-			(v) = (r);                   \
-			(n)++;                       \
-		}                                    \
+			(v) = (r); \
+			(n)++; \
+		} \
 	} while (0)
 
 int swv_fix_qp_cap(struct ibv_qp_cap *cap, const struct ibv_device_attr *c, const struct ibv_device_attr *r)
@@ -424,8 +421,7 @@ int swv_fix_cqe(int *cqe, const struct ibv_device_attr *c, const struct ibv_devi
 	return n;
 }
 
-int swv_fix_qp_attr(struct ibv_qp_attr *a, int mask, const struct ibv_device_attr *c,
-		    const struct ibv_device_attr *r)
+int swv_fix_qp_attr(struct ibv_qp_attr *a, int mask, const struct ibv_device_attr *c, const struct ibv_device_attr *r)
 {
 	int n = 0;
 

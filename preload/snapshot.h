@@ -53,9 +53,9 @@
 #define SWV_ATTR_MAX 512
 #define SWV_MAX_SIZE (SWV_HDR_SIZE + SWV_MAX_DEVS * SWV_DEV_SIZE)
 
-#define SWV_F_COPY_ON_FORK 1u  /* the kernel does copy-on-fork for verbs memory */
-#define SWV_D_ATTR_STABLE 1u   /* attr was identical over every profiling run: serve it */
-#define SWV_P_STABLE 1u        /* the port's static fields were identical over every run */
+#define SWV_F_COPY_ON_FORK 1u /* the kernel does copy-on-fork for verbs memory */
+#define SWV_D_ATTR_STABLE 1u  /* attr was identical over every profiling run: serve it */
+#define SWV_P_STABLE 1u       /* the port's static fields were identical over every run */
 
 struct swv_port {
 	uint32_t flags;
@@ -104,8 +104,8 @@ int swv_parse(const void *buf, size_t len, struct swv_snapshot *out, char *why, 
  * devices, their registrations (the class entries' inode numbers, where
  * recorded), names, device numbers, node GUIDs and firmware versions.
  * Returns 0 when they match, else 1 with a one-line reason in why. */
-int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release,
-			  char *why, size_t whylen);
+int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release, char *why,
+			  size_t whylen);
 
 /* swv_find_dev returns the index of the device called name, or -1. */
 int swv_find_dev(const struct swv_snapshot *s, const char *name);
@@ -113,8 +113,7 @@ int swv_find_dev(const struct swv_snapshot *s, const char *name);
 /* swv_port_static_diff compares the static fields of a queried port with the
  * snapshot's; returns 0 when equal, else 1 with the first difference in why. */
 struct ibv_port_attr;
-int swv_port_static_diff(const struct swv_port *want, const struct ibv_port_attr *got, char *why,
-			 size_t whylen);
+int swv_port_static_diff(const struct swv_port *want, const struct ibv_port_attr *got, char *why, size_t whylen);
 
 /* Error-triggered revalidation: after a call failed with arguments an
  * application may have taken from cached attributes, and the device's real

@@ -83,9 +83,9 @@ enum {
 };
 
 static const char *call_names[C_N] = {
-	"ibv_get_device_list", "ibv_open_device",      "ibv_query_device",    "ibv_query_port",
-	"ibv_query_gid",       "ibv_alloc_pd",         "ibv_reg_mr",          "ibv_create_cq",
-	"ibv_create_qp",       "ibv_modify_qp_init",   "ibv_modify_qp_rtr",   "ibv_modify_qp_rts",
+	"ibv_get_device_list", "ibv_open_device",    "ibv_query_device",  "ibv_query_port",
+	"ibv_query_gid",       "ibv_alloc_pd",       "ibv_reg_mr",        "ibv_create_cq",
+	"ibv_create_qp",       "ibv_modify_qp_init", "ibv_modify_qp_rtr", "ibv_modify_qp_rts",
 };
 
 static struct {
@@ -113,11 +113,11 @@ static double now_us(void)
 
 static double t_call[C_N];
 
-#define TIMED(c, expr)                           \
-	do {                                     \
-		double t0_ = now_us();           \
-		expr;                            \
-		t_call[c] += now_us() - t0_;     \
+#define TIMED(c, expr) \
+	do { \
+		double t0_ = now_us(); \
+		expr; \
+		t_call[c] += now_us() - t0_; \
 	} while (0)
 
 static void fail(const char *call, int err)
@@ -221,9 +221,9 @@ static void print_info(struct ibv_device **list, int n)
 			printf("port name=%s port=%d state=%d max_mtu=%d active_mtu=%d gid_tbl_len=%d "
 			       "port_cap_flags=%u max_msg_sz=%u pkey_tbl_len=%u max_vl_num=%u link_layer=%u "
 			       "port_cap_flags2=%u lid=%u\n",
-			       ibv_get_device_name(list[i]), p, pa.state, pa.max_mtu, pa.active_mtu,
-			       pa.gid_tbl_len, pa.port_cap_flags, pa.max_msg_sz, pa.pkey_tbl_len, pa.max_vl_num,
-			       pa.link_layer, pa.port_cap_flags2, pa.lid);
+			       ibv_get_device_name(list[i]), p, pa.state, pa.max_mtu, pa.active_mtu, pa.gid_tbl_len,
+			       pa.port_cap_flags, pa.max_msg_sz, pa.pkey_tbl_len, pa.max_vl_num, pa.link_layer,
+			       pa.port_cap_flags2, pa.lid);
 		}
 		ibv_close_device(ctx);
 	}
@@ -245,8 +245,11 @@ static int pingpong(struct ibv_qp *a, struct ibv_qp *b, struct ibv_cq *cq, struc
 			struct ibv_sge rs = {.addr = (uintptr_t)rbuf, .length = sz, .lkey = mr->lkey};
 			struct ibv_sge ss = {.addr = (uintptr_t)sbuf, .length = sz, .lkey = mr->lkey};
 			struct ibv_recv_wr rwr = {.wr_id = 1, .sg_list = &rs, .num_sge = 1}, *brw;
-			struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &ss, .num_sge = 1,
-						  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+			struct ibv_send_wr swr = {.wr_id = 2,
+						  .sg_list = &ss,
+						  .num_sge = 1,
+						  .opcode = IBV_WR_SEND,
+						  .send_flags = IBV_SEND_SIGNALED},
 					   *bsw;
 			int got = 0;
 			double t0;
@@ -336,8 +339,8 @@ static int child(void)
 	if (!buf)
 		fail("malloc", ENOMEM);
 	memset(buf, 0, 8192);
-	TIMED(C_REG_MR, mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-								     IBV_ACCESS_REMOTE_READ));
+	TIMED(C_REG_MR, mr = ibv_reg_mr(pd, buf, 8192,
+					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
 	if (!mr)
 		fail("ibv_reg_mr", errno);
 	TIMED(C_CREATE_CQ, cq = ibv_create_cq(ctx, 64, NULL, NULL, 0));
@@ -345,7 +348,9 @@ static int child(void)
 		fail("ibv_create_cq", errno);
 	for (i = 0; i < 2; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.send_cq = cq,
+			.recv_cq = cq,
+			.qp_type = IBV_QPT_RC,
 			.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1},
 		};
 
@@ -358,19 +363,26 @@ static int child(void)
 		qp_send_sge = ia.cap.max_send_sge;
 	}
 	for (i = 0; i < 2; i++) {
-		struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = opt.port,
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+					.pkey_index = 0,
+					.port_num = opt.port,
 					.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
 		int r;
 
-		TIMED(C_MODIFY_QP_INIT, r = ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-								       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+		TIMED(C_MODIFY_QP_INIT,
+		      r = ibv_modify_qp(qp[i], &a,
+					IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 		if (r)
 			fail("ibv_modify_qp_init", r);
 	}
 	for (i = 0; i < 2; i++) {
 		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_RTR, .path_mtu = pa.active_mtu, .dest_qp_num = qp[1 - i]->qp_num,
-			.rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+			.qp_state = IBV_QPS_RTR,
+			.path_mtu = pa.active_mtu,
+			.dest_qp_num = qp[1 - i]->qp_num,
+			.rq_psn = 0,
+			.max_dest_rd_atomic = 1,
+			.min_rnr_timer = 12,
 			.ah_attr = {.dlid = pa.lid, .sl = 0, .port_num = opt.port},
 		};
 		int r;
@@ -382,20 +394,25 @@ static int child(void)
 			a.ah_attr.grh.hop_limit = 1;
 		}
 		TIMED(C_MODIFY_QP_RTR,
-		      r = ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-							  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-							  IBV_QP_MIN_RNR_TIMER));
+		      r = ibv_modify_qp(qp[i], &a,
+					IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
 		if (r)
 			fail("ibv_modify_qp_rtr", r);
 	}
 	for (i = 0; i < 2; i++) {
-		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-					.sq_psn = 0, .max_rd_atomic = 1};
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS,
+					.timeout = 14,
+					.retry_cnt = 7,
+					.rnr_retry = 7,
+					.sq_psn = 0,
+					.max_rd_atomic = 1};
 		int r;
 
-		TIMED(C_MODIFY_QP_RTS, r = ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-								      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-								      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
+		TIMED(C_MODIFY_QP_RTS,
+		      r = ibv_modify_qp(qp[i], &a,
+					IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+						IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 		if (r)
 			fail("ibv_modify_qp_rts", r);
 	}
@@ -414,7 +431,8 @@ static int child(void)
 		printf(" %s_us=%.1f", call_names[i], t_call[i]);
 		crit += t_call[i];
 	}
-	printf(" critical_us=%.1f pingpong=%s pingpong_n=%d pingpong_us=%.1f device=%s ndev=%d max_sge=%d qp_send_sge=%u\n",
+	printf(" critical_us=%.1f pingpong=%s pingpong_n=%d pingpong_us=%.1f device=%s ndev=%d max_sge=%d "
+	       "qp_send_sge=%u\n",
 	       crit, pp, opt.pingpong, pp_us, ibv_get_device_name(list[d]), n, da.max_sge, qp_send_sge);
 	/* after the timed sequence, so that it does not warm anything up */
 	if (opt.info)
@@ -499,12 +517,18 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"runs", required_argument, NULL, 'r'},     {"device", required_argument, NULL, 'd'},
-		{"port", required_argument, NULL, 'p'},     {"gid-index", required_argument, NULL, 'g'},
-		{"pingpong", required_argument, NULL, 'n'}, {"info", no_argument, NULL, 'i'},
-		{"config-dir", required_argument, NULL, 'c'}, {"preload", required_argument, NULL, 'P'},
-		{"cache", required_argument, NULL, 'C'},    {"child", no_argument, NULL, 'X'},
-		{"size-from-device", no_argument, NULL, 'S'}, {"no-aslr", no_argument, NULL, 'A'},
+		{"runs", required_argument, NULL, 'r'},
+		{"device", required_argument, NULL, 'd'},
+		{"port", required_argument, NULL, 'p'},
+		{"gid-index", required_argument, NULL, 'g'},
+		{"pingpong", required_argument, NULL, 'n'},
+		{"info", no_argument, NULL, 'i'},
+		{"config-dir", required_argument, NULL, 'c'},
+		{"preload", required_argument, NULL, 'P'},
+		{"cache", required_argument, NULL, 'C'},
+		{"child", no_argument, NULL, 'X'},
+		{"size-from-device", no_argument, NULL, 'S'},
+		{"no-aslr", no_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
 	char *cargv[32];

@@ -154,7 +154,7 @@ static uint64_t now_ns(void)
 }
 
 /* The providers of rdma-core 44, for a cache whose snapshot cannot be read. */
-#define SWV_ALL_PROVIDERS                                                                             \
+#define SWV_ALL_PROVIDERS \
 	"bnxt_re:cxgb4:efa:erdma:hfi1verbs:hns:ipathverbs:irdma:mana:mlx4:mlx5:mthca:ocrdma:qedr:rxe:" \
 	"siw:vmw_pvrdma"
 
@@ -201,11 +201,13 @@ static void resolve(void)
 	int found = -2, all = 1;
 
 /* The wrapped calls: X(pointer, name). */
-#define SWV_WRAPPED(X)                                                                                \
-	X(real_get_device_list, "ibv_get_device_list") X(real_open_device, "ibv_open_device")          \
-	X(real_close_device, "ibv_close_device") X(real_query_device, "ibv_query_device")              \
-	X(real_create_cq, "ibv_create_cq") X(real_create_qp, "ibv_create_qp")                          \
+/* clang-format off */
+#define SWV_WRAPPED(X) \
+	X(real_get_device_list, "ibv_get_device_list") X(real_open_device, "ibv_open_device") \
+	X(real_close_device, "ibv_close_device") X(real_query_device, "ibv_query_device") \
+	X(real_create_cq, "ibv_create_cq") X(real_create_qp, "ibv_create_qp") \
 	X(real_modify_qp, "ibv_modify_qp") X(real_reg_mr, "ibv_reg_mr")
+	/* clang-format on */
 	if (!(by && !strcmp(by, "dlsym")))
 		found = swv_elf_find("libibverbs.so", &e);
 	if (found == -1)
@@ -395,8 +397,8 @@ static int swv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port
 	if (!lookup(ctx, &e) || !e.query_port)
 		return ENOSYS; /* not reachable: only tracked contexts are hooked */
 	rc = e.query_port(ctx, port, attr, len);
-	if (rc == 0 && state() == SWV_VALID && len >= sizeof(*attr) && port >= 1 &&
-	    port <= snap.devs[e.dev].nports && (snap.devs[e.dev].ports[port - 1].flags & SWV_P_STABLE)) {
+	if (rc == 0 && state() == SWV_VALID && len >= sizeof(*attr) && port >= 1 && port <= snap.devs[e.dev].nports &&
+	    (snap.devs[e.dev].ports[port - 1].flags & SWV_P_STABLE)) {
 		__atomic_add_fetch(&swiftverbs_stats.port_checks, 1, __ATOMIC_RELAXED);
 		if (swv_port_static_diff(&snap.devs[e.dev].ports[port - 1], attr, why, sizeof(why))) {
 			snprintf(what, sizeof(what), "%s port %u: %s", snap.devs[e.dev].name, port, why);

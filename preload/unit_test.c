@@ -101,7 +101,8 @@ static void test_golden(const unsigned char *b, size_t len)
 	check(!strcmp(s.drivers, "mlx5:rxe:siw"), "drivers %s", s.drivers);
 	check(!strcmp(s.devs[0].name, "rxe0") && !strcmp(s.devs[0].uverbs, "uverbs0"), "dev0 names");
 	check(s.devs[0].major == 231 && s.devs[0].minor == 192, "dev0 number");
-	check(!strcmp(s.devs[0].node_guid, "0200:00ff:fe00:0001") && !strcmp(s.devs[0].fw_ver, "1.0.0"), "dev0 guid/fw");
+	check(!strcmp(s.devs[0].node_guid, "0200:00ff:fe00:0001") && !strcmp(s.devs[0].fw_ver, "1.0.0"),
+	      "dev0 guid/fw");
 	check(s.devs[0].flags == SWV_D_ATTR_STABLE && s.devs[0].attr_len == 400, "dev0 flags/attr_len");
 	for (i = 0; i < 400; i++)
 		ok0 &= s.devs[0].attr[i] == (uint8_t)(i * 7 + 1);
@@ -179,7 +180,8 @@ static void test_corrupt(const unsigned char *good, size_t len)
 	memcpy(b, good, len);
 	memset(b + 32, 'k', 64);
 	reseal(b, len);
-	check(swv_parse(b, len, &s, why, sizeof(why)) < 0 && strstr(why, "unterminated"), "kernel unterminated: %s", why);
+	check(swv_parse(b, len, &s, why, sizeof(why)) < 0 && strstr(why, "unterminated"), "kernel unterminated: %s",
+	      why);
 	memcpy(b, good, len);
 	memset(b + SWV_HDR_SIZE, 'n', 64);
 	reseal(b, len);
@@ -192,8 +194,8 @@ static void test_corrupt(const unsigned char *good, size_t len)
 			memcpy(b + cases[i].off, cases[i].bytes, cases[i].nbytes);
 		reseal(b, len);
 		why[0] = 0;
-		check(swv_parse(b, len, &s, why, sizeof(why)) < 0 && strstr(why, cases[i].want), "%s: got \"%s\", want \"%s\"",
-		      cases[i].name, why, cases[i].want);
+		check(swv_parse(b, len, &s, why, sizeof(why)) < 0 && strstr(why, cases[i].want),
+		      "%s: got \"%s\", want \"%s\"", cases[i].name, why, cases[i].want);
 	}
 	free(b);
 }
@@ -286,7 +288,8 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 	why[0] = 0;
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "matching tree: %s", why);
-	check(swv_check_fingerprint(&s, root, "6.1.0-other", why, sizeof(why)) == 1 && strstr(why, "kernel release is 6.1.0-other"),
+	check(swv_check_fingerprint(&s, root, "6.1.0-other", why, sizeof(why)) == 1 &&
+		      strstr(why, "kernel release is 6.1.0-other"),
 	      "kernel: %s", why);
 
 	put(root, "class/infiniband_verbs/uverbs2/ibdev", "rxe2\n");
@@ -297,7 +300,8 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 	rm(root, "class/infiniband_verbs/uverbs1");
-	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && !strcmp(why, "device rxe1 (uverbs1) is gone"),
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 &&
+		      !strcmp(why, "device rxe1 (uverbs1) is gone"),
 	      "removed device: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
@@ -319,7 +323,8 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "firmware 2.0"), "fw: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
-	check(s.devs[0].inode != 0 && swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "inode recorded: %s", why);
+	check(s.devs[0].inode != 0 && swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "inode recorded: %s",
+	      why);
 	/* rxe0 registered again: the same files in a new class entry */
 	reregister_uverbs0(root);
 	check(tree_inode(root, "uverbs0") != s.devs[0].inode, "fake tree: a new inode for uverbs0");
@@ -329,19 +334,34 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 	rm(root, "class");
-	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "cannot read"), "no sysfs: %s", why);
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "cannot read"), "no sysfs: %s",
+	      why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 }
 
 static void test_port_diff(void)
 {
-	struct swv_port w = {.flags = SWV_P_STABLE, .max_mtu = 5, .gid_tbl_len = 32, .port_cap_flags = 0x890000,
-			     .max_msg_sz = 0x800000, .pkey_tbl_len = 1, .max_vl_num = 1, .link_layer = 2,
+	struct swv_port w = {.flags = SWV_P_STABLE,
+			     .max_mtu = 5,
+			     .gid_tbl_len = 32,
+			     .port_cap_flags = 0x890000,
+			     .max_msg_sz = 0x800000,
+			     .pkey_tbl_len = 1,
+			     .max_vl_num = 1,
+			     .link_layer = 2,
 			     .port_cap_flags2 = 0x20};
-	struct ibv_port_attr g = {.state = IBV_PORT_ACTIVE, .max_mtu = 5, .active_mtu = 3, .gid_tbl_len = 32,
-				  .port_cap_flags = 0x890000, .max_msg_sz = 0x800000, .pkey_tbl_len = 1,
-				  .max_vl_num = 1, .link_layer = 2, .port_cap_flags2 = 0x20, .lid = 7};
+	struct ibv_port_attr g = {.state = IBV_PORT_ACTIVE,
+				  .max_mtu = 5,
+				  .active_mtu = 3,
+				  .gid_tbl_len = 32,
+				  .port_cap_flags = 0x890000,
+				  .max_msg_sz = 0x800000,
+				  .pkey_tbl_len = 1,
+				  .max_vl_num = 1,
+				  .link_layer = 2,
+				  .port_cap_flags2 = 0x20,
+				  .lid = 7};
 	char why[200] = "";
 
 	check(swv_port_static_diff(&w, &g, why, sizeof(why)) == 0, "same port: %s", why);
@@ -354,7 +374,8 @@ static void test_port_diff(void)
 	      "max_mtu: %s", why);
 	g.max_mtu = 5;
 	g.gid_tbl_len = 16;
-	check(swv_port_static_diff(&w, &g, why, sizeof(why)) == 1 && strstr(why, "gid_tbl_len"), "gid_tbl_len: %s", why);
+	check(swv_port_static_diff(&w, &g, why, sizeof(why)) == 1 && strstr(why, "gid_tbl_len"), "gid_tbl_len: %s",
+	      why);
 	g.gid_tbl_len = 32;
 	g.link_layer = 1;
 	check(swv_port_static_diff(&w, &g, why, sizeof(why)) == 1 && strstr(why, "link_layer"), "link_layer: %s", why);
@@ -362,9 +383,15 @@ static void test_port_diff(void)
 
 static void test_fix(void)
 {
-	struct ibv_device_attr c = {.max_qp_wr = 32768, .max_sge = 32, .max_cqe = 1 << 20, .max_qp_rd_atom = 128,
+	struct ibv_device_attr c = {.max_qp_wr = 32768,
+				    .max_sge = 32,
+				    .max_cqe = 1 << 20,
+				    .max_qp_rd_atom = 128,
 				    .max_qp_init_rd_atom = 128};
-	struct ibv_device_attr r = {.max_qp_wr = 16384, .max_sge = 32, .max_cqe = 1 << 18, .max_qp_rd_atom = 64,
+	struct ibv_device_attr r = {.max_qp_wr = 16384,
+				    .max_sge = 32,
+				    .max_cqe = 1 << 18,
+				    .max_qp_rd_atom = 64,
 				    .max_qp_init_rd_atom = 128};
 	struct ibv_qp_cap cap = {.max_send_wr = 32768, .max_recv_wr = 100, .max_send_sge = 32, .max_recv_sge = 1};
 	struct ibv_qp_attr a = {.max_rd_atomic = 128, .max_dest_rd_atomic = 128};
@@ -380,7 +407,8 @@ static void test_fix(void)
 	n = swv_fix_qp_attr(&a, IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MAX_QP_RD_ATOMIC, &c, &r);
 	check(n == 1 && a.max_dest_rd_atomic == 64 && a.max_rd_atomic == 128, "fix_qp_attr: responder depth (n %d)", n);
 	a.max_dest_rd_atomic = 128;
-	check(swv_fix_qp_attr(&a, IBV_QP_STATE, &c, &r) == 0 && a.max_dest_rd_atomic == 128, "fix_qp_attr honours the mask");
+	check(swv_fix_qp_attr(&a, IBV_QP_STATE, &c, &r) == 0 && a.max_dest_rd_atomic == 128,
+	      "fix_qp_attr honours the mask");
 	check(swv_fix_qp_cap(&cap, &c, &c) == 0, "nothing to fix when nothing changed");
 }
 
@@ -432,8 +460,7 @@ static int write_file(const char *path, const void *b, size_t n)
 	return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static void test_preload(const unsigned char *golden, size_t len, const char *out, const char *root,
-			 const char *self)
+static void test_preload(const unsigned char *golden, size_t len, const char *out, const char *root, const char *self)
 {
 	char cache[400], snap[450], probe[400], lib[400], e_cache[450], e_sysfs[450], e_pre[450];
 	char o[4096], e[4096];
@@ -468,7 +495,8 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0, "valid: rc %d out \"%s\" err \"%s\"", rc, o, e);
+		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0,
+		      "valid: rc %d out \"%s\" err \"%s\"", rc, o, e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, "SWIFT_VERBS_RESOLVER=dlsym", NULL};
@@ -492,14 +520,16 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 				   "using the real verbs calls and every provider\n";
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n"), "added device: out \"%s\"", o);
+		check(rc == 0 && !strcmp(o, "state=stale drivers=mlx5:rxe:siw resolver=elf\n"),
+		      "added device: out \"%s\"", o);
 		check(!strcmp(e, want), "added device: exactly one log line, got \"%s\"", e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, "RDMAV_DRIVERS=/opt/x/libfoo", NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=stale drivers=/opt/x/libfoo:mlx5:rxe:siw resolver=elf\n"), "keeps RDMAV_DRIVERS: \"%s\"", o);
+		check(rc == 0 && !strcmp(o, "state=stale drivers=/opt/x/libfoo:mlx5:rxe:siw resolver=elf\n"),
+		      "keeps RDMAV_DRIVERS: \"%s\"", o);
 	}
 	make_tree(root);
 	rm(root, "class/infiniband_verbs/uverbs1");
@@ -534,7 +564,8 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 		const char *env[] = {e_pre, e_cache, e_sysfs, "SWIFT_VERBS=off", NULL};
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
-		check(rc == 0 && !strcmp(o, "state=off drivers=- resolver=elf\n") && e[0] == 0, "off: out \"%s\" err \"%s\"", o, e);
+		check(rc == 0 && !strcmp(o, "state=off drivers=- resolver=elf\n") && e[0] == 0,
+		      "off: out \"%s\" err \"%s\"", o, e);
 	}
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
@@ -548,8 +579,9 @@ static void test_preload(const unsigned char *golden, size_t len, const char *ou
 	write_file(snap, b, len);
 	{
 		const char *env[] = {e_pre, e_cache, e_sysfs, NULL};
-		const char *want = "swiftverbs: verbs cache is stale (device rxe0 (uverbs0) was registered again since the "
-				   "cache was built): using the real verbs calls and every provider\n";
+		const char *want =
+			"swiftverbs: verbs cache is stale (device rxe0 (uverbs0) was registered again since the "
+			"cache was built): using the real verbs calls and every provider\n";
 
 		rc = run(argv, env, o, sizeof(o), e, sizeof(e));
 		check(rc == 0 && !strcmp(o, "state=valid drivers=- resolver=elf\n") && e[0] == 0,
@@ -596,7 +628,8 @@ static void test_elfsym(void)
 	check(swv_elf_sym(&e, "ibv_get_device_list") == dlsym(h, "ibv_get_device_list") && v10 &&
 		      swv_elf_sym(&e, "ibv_get_device_list") != v10,
 	      "elfsym: ibv_get_device_list@@IBVERBS_1.1, not @IBVERBS_1.0");
-	check(swv_elf_sym(&e, "ibv_reg_mr") == dlsym(h, "ibv_reg_mr") && swv_elf_sym(&e, "ibv_modify_qp") == dlsym(h, "ibv_modify_qp"),
+	check(swv_elf_sym(&e, "ibv_reg_mr") == dlsym(h, "ibv_reg_mr") &&
+		      swv_elf_sym(&e, "ibv_modify_qp") == dlsym(h, "ibv_modify_qp"),
 	      "elfsym: ibv_reg_mr and ibv_modify_qp are dlsym's");
 	check(swv_elf_sym(&e, "ibv_no_such_call") == NULL, "elfsym: a missing libibverbs name is NULL");
 }
@@ -620,7 +653,8 @@ int main(int argc, char **argv)
 		 * deferred validation at the first call. */
 		struct swiftverbs_stats *st = dlsym(RTLD_DEFAULT, "swiftverbs_stats");
 		void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_GLOBAL);
-		struct ibv_device **(*gdl)(int *) = (struct ibv_device * *(*)(int *))dlsym(RTLD_DEFAULT, "ibv_get_device_list");
+		struct ibv_device **(*gdl)(int *) =
+			(struct ibv_device * *(*)(int *)) dlsym(RTLD_DEFAULT, "ibv_get_device_list");
 		uint32_t before = st ? st->state : 0;
 		struct ibv_device **l = h && gdl ? gdl(NULL) : NULL;
 

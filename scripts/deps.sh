@@ -20,7 +20,7 @@ cni_version=${5:-v1.10.0}
 debian_pins=${6-trixie=1.7.24~ds1-6+deb13u1 sid=2.1.9+ds1-5}
 ctrd_dir="$cache/containerd-${ctrd_version#v}"
 
-pkgs=(runc busybox-static iproute2 util-linux gcc make
+pkgs=(runc busybox-static iproute2 util-linux gcc make clang-format
       qemu-system-x86 cpio kmod rdma-core ibverbs-utils libibverbs-dev
       libnl-3-dev libnl-route-3-dev perftest)
 missing=()

@@ -14,17 +14,17 @@ struct swift_peer {
 	char host[256];
 	int port;
 	/* run time: */
-	uint32_t addr;       /* resolved IPv4, network order; 0 = unresolved */
-	int resolving;       /* a resolver child is looking host up */
-	int connected;       /* our pool to this peer is built */
-	int initial_done;    /* our first exchange with it since we started */
-	int link;            /* the conn of our link with it, or -1 */
+	uint32_t addr;    /* resolved IPv4, network order; 0 = unresolved */
+	int resolving;    /* a resolver child is looking host up */
+	int connected;    /* our pool to this peer is built */
+	int initial_done; /* our first exchange with it since we started */
+	int link;         /* the conn of our link with it, or -1 */
 	uint32_t link_gen;
-	int nabandoned;      /* its QPs we gave up on after it committed them */
+	int nabandoned; /* its QPs we gave up on after it committed them */
 	uint32_t abandoned[SWIFT_X_MAX];
-	int dialing;         /* an exchange to it is in flight */
-	int refused;         /* its last exchange failed authentication */
-	int key_next;        /* which of its keys to dial with (counted from the
+	int dialing;  /* an exchange to it is in flight */
+	int refused;  /* its last exchange failed authentication */
+	int key_next; /* which of its keys to dial with (counted from the
 	                      * newest; one more after each refusal, so that a
 	                      * node without the newest key is dialed with an
 	                      * older one during a rotation) */
@@ -37,8 +37,8 @@ struct swift_cfg {
 	char tenant[SWIFT_NAME_MAX];
 	char device[64];
 	int port;
-	int gid_index;           /* -1: the first IPv4-mapped GID */
-	int pool;                /* QPs per peer */
+	int gid_index; /* -1: the first IPv4-mapped GID */
+	int pool;      /* QPs per peer */
 	char listen_host[256];
 	int listen_port;
 	char socket_path[256];
@@ -51,12 +51,12 @@ struct swift_cfg {
 	size_t msg_size;
 	int npeers;
 	struct swift_peer peers[SWIFT_MAX_PEERS];
-	int allow_new_dest;      /* connect on demand when no free QP */
+	int allow_new_dest; /* connect on demand when no free QP */
 	/* qp_limit N: the QPs this container may hold at once, as charged to
 	 * its tenant (pool rows, rows held for peers, on-demand rows and its
 	 * functions' own QPs); 0: no limit */
 	int qp_limit;
-	int remote_access;       /* rows allow RDMA READ/WRITE from their peer */
+	int remote_access; /* rows allow RDMA READ/WRITE from their peer */
 	/* function_uids BASE: the function in child slot N runs as uid and gid
 	 * BASE+N, with no capabilities (0: as the zygote's user) */
 	uint32_t function_uid_base;

@@ -304,7 +304,8 @@ static void own_post_recvs(const struct swift_dev *d, struct swift_qp *q)
 /* own_ask sends the zygote the request msg (n QPs) over the relay and
  * waits for its answer in rep: the peer's n records, or the function ends
  * with why. */
-static void own_ask(struct zygote *z, const struct child *me, int relay, const uint8_t *msg, uint8_t *rep, size_t replen)
+static void own_ask(struct zygote *z, const struct child *me, int relay, const uint8_t *msg, uint8_t *rep,
+		    size_t replen)
 {
 	const char *peer = z->cfg.peers[me->own_peer].name;
 	struct pollfd p = {.fd = relay, .events = POLLIN};
@@ -321,8 +322,8 @@ static void own_ask(struct zygote *z, const struct child *me, int relay, const u
 	memcpy(&n, rep + 8, 4);
 	if (st || n != (uint32_t)me->own || (size_t)got != 12 + 44 * (size_t)n) {
 		if (st == EACCES)
-			fprintf(stderr, "swift: own QPs to %s: peer %s failed authentication (not tenant %s)\n", peer, peer,
-				z->cfg.tenant);
+			fprintf(stderr, "swift: own QPs to %s: peer %s failed authentication (not tenant %s)\n", peer,
+				peer, z->cfg.tenant);
 		else
 			fprintf(stderr, "swift: own QPs to %s: %s\n", peer,
 				st ? strerror((int)st) : "the zygote answered for another count");
@@ -353,8 +354,9 @@ static void own_connect(const struct swift_dev *d, struct swift_qp *q, const uin
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.dlid = rlid;
 	a.ah_attr.port_num = (uint8_t)d->port;
-	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(q->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die(125, "own QPs: modify to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -363,8 +365,9 @@ static void own_connect(const struct swift_dev *d, struct swift_qp *q, const uin
 	a.rnr_retry = 7;
 	a.sq_psn = q->remote_rkey;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(q->qp, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
 		die(125, "own QPs: modify to RTS");
 	q->remote_rkey = 0;
 	q->remote_qpn = rqpn;

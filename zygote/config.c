@@ -109,8 +109,8 @@ static int parse_accept(struct swift_cfg *c, const char *v)
 	c->accept_only = 1;
 	if (!strcmp(v, "none") || strchr(v, ':'))
 		return strchr(v, '/') == NULL && strcmp(v, "none") != 0;
-	if (sscanf(v, "%u.%u.%u.%u/%u%c", &a, &b, &d, &e, &n, &tail) != 5 || a > 255 || b > 255 || d > 255 ||
-	    e > 255 || n > 32 || c->naccept == SWIFT_MAX_PEERS)
+	if (sscanf(v, "%u.%u.%u.%u/%u%c", &a, &b, &d, &e, &n, &tail) != 5 || a > 255 || b > 255 || d > 255 || e > 255 ||
+	    n > 32 || c->naccept == SWIFT_MAX_PEERS)
 		return 1;
 	c->accept[c->naccept].mask = n ? 0xffffffffu << (32 - n) : 0;
 	c->accept[c->naccept].net = ((a << 24) | (b << 16) | (d << 8) | e) & c->accept[c->naccept].mask;
@@ -196,7 +196,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 		else if (!strcmp(k, "remote_access"))
 			bad = number(v, 0, 1, &n) || ((c->remote_access = (int)n), 0);
 		else if (!strcmp(k, "function_uids"))
-			bad = number(v, 1, 0xfffffffeL - SWIFT_MAX_CHILDREN, &n) || ((c->function_uid_base = (uint32_t)n), 0);
+			bad = number(v, 1, 0xfffffffeL - SWIFT_MAX_CHILDREN, &n) ||
+			      ((c->function_uid_base = (uint32_t)n), 0);
 		else if (!strcmp(k, "listen"))
 			bad = swift_parse_hostport(v, c->listen_host, sizeof(c->listen_host), &c->listen_port);
 		else if (!strcmp(k, "socket"))
@@ -244,8 +245,8 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 		return -1;
 	}
 	if (c->qp_limit && c->pool * c->npeers > c->qp_limit) {
-		snprintf(err, errlen, "%s: pool %d x %d peers exceeds the container's QP limit %d", path, c->pool, c->npeers,
-			 c->qp_limit);
+		snprintf(err, errlen, "%s: pool %d x %d peers exceeds the container's QP limit %d", path, c->pool,
+			 c->npeers, c->qp_limit);
 		return -1;
 	}
 	return 0;

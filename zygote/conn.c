@@ -112,8 +112,7 @@ void swift_set_link(struct zygote *z, int peer, int ci)
 {
 	struct swift_peer *p = &z->cfg.peers[peer];
 
-	if (p->link >= 0 && p->link != ci && z->conns[p->link].gen == p->link_gen &&
-	    z->conns[p->link].kind == C_XCHG) {
+	if (p->link >= 0 && p->link != ci && z->conns[p->link].gen == p->link_gen && z->conns[p->link].kind == C_XCHG) {
 		int old = p->link;
 
 		p->link = -1; /* replaced: closing it tears nothing down */

@@ -58,8 +58,7 @@ ssize_t swift_ctl_recv(int fd, void *buf, size_t len, int *fds, int maxfds, int 
 	return n;
 }
 
-static int bad(char *err, size_t errlen, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static int bad(char *err, size_t errlen, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int bad(char *err, size_t errlen, int status, const char *fmt, ...)
 {
 	va_list ap;
@@ -70,8 +69,8 @@ static int bad(char *err, size_t errlen, int status, const char *fmt, ...)
 	return status;
 }
 
-int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, int nfds,
-		     struct swift_request *req, char *err, size_t errlen)
+int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, int nfds, struct swift_request *req,
+		     char *err, size_t errlen)
 {
 	const uint8_t *b = buf;
 	uint32_t flags, nqp, argc, i;
@@ -113,10 +112,12 @@ int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, i
 		if (!req->peer[0])
 			return bad(err, errlen, EINVAL, "a connect request names its peer");
 		if (nqp < 1 || nqp > SWIFT_X_MAX)
-			return bad(err, errlen, EINVAL, "a connect request carries 1 to %d QPs (got %u)", SWIFT_X_MAX, nqp);
+			return bad(err, errlen, EINVAL, "a connect request carries 1 to %d QPs (got %u)", SWIFT_X_MAX,
+				   nqp);
 		if (region != SWIFT_QPINFO_WIRE * (size_t)nqp)
-			return bad(err, errlen, EINVAL, "a connect request of %u QPs carries %zu bytes of QP records, want %zu",
-				   nqp, region, SWIFT_QPINFO_WIRE * (size_t)nqp);
+			return bad(err, errlen, EINVAL,
+				   "a connect request of %u QPs carries %zu bytes of QP records, want %zu", nqp, region,
+				   SWIFT_QPINFO_WIRE * (size_t)nqp);
 		if (swift_qpinfos_get(b + SWIFT_REQ_HDR, nqp, q, err, errlen))
 			return EINVAL;
 		req->flags = flags;
@@ -211,10 +212,11 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 		if (want > SWIFT_X_MAX)
 			return refuse(p, EINVAL, "at most %d QPs of its own per function", SWIFT_X_MAX);
 		if (!v->allow_new_dest)
-			return refuse(p, EBUSY, "a function needs QPs of its own, and connecting on demand is not allowed");
+			return refuse(p, EBUSY,
+				      "a function needs QPs of its own, and connecting on demand is not allowed");
 		if (v->qp_room >= 0 && want > v->qp_room)
-			return refuse(p, EDQUOT, "%d QPs of its own asked, %d left under the container's QP limit", want,
-				      v->qp_room);
+			return refuse(p, EDQUOT, "%d QPs of its own asked, %d left under the container's QP limit",
+				      want, v->qp_room);
 		p->own = want;
 		return;
 	}
@@ -235,4 +237,3 @@ void swift_schedule(const struct swift_request *r, const struct swift_view *v, s
 	}
 	p->take = want;
 }
-

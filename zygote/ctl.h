@@ -27,16 +27,16 @@ struct swift_request {
 ssize_t swift_ctl_recv(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *msg_flags);
 /* Decode and validate; 0 or an errno value with err. On success req->fds
  * hold the three stdio fds (status requests take none). */
-int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, int nfds,
-		     struct swift_request *req, char *err, size_t errlen);
+int swift_req_decode(const void *buf, size_t n, int msg_flags, const int *fds, int nfds, struct swift_request *req,
+		     char *err, size_t errlen);
 
 /* What the scheduling step sees of the pool. */
 struct swift_view {
 	int have_dev;
 	enum swift_share share;
 	int allow_new_dest;
-	int qp_room;             /* QPs the container's limit still allows; -1: no limit */
-	const char *self;        /* the zygote's own name */
+	int qp_room;      /* QPs the container's limit still allows; -1: no limit */
+	const char *self; /* the zygote's own name */
 	int npeers;
 	const char *names[SWIFT_MAX_PEERS];
 	int free[SWIFT_MAX_PEERS];
@@ -44,12 +44,12 @@ struct swift_view {
 
 /* What to do for a fork request. */
 struct swift_plan {
-	int status;              /* 0, or the errno to refuse with */
+	int status; /* 0, or the errno to refuse with */
 	char msg[200];
-	int peer;                /* -1: no QPs */
-	int take;                /* free pool rows to assign */
-	int newdest;             /* rows to connect on demand first */
-	int own;                 /* QPs the function builds on its own context */
+	int peer;    /* -1: no QPs */
+	int take;    /* free pool rows to assign */
+	int newdest; /* rows to connect on demand first */
+	int own;     /* QPs the function builds on its own context */
 };
 
 void swift_schedule(const struct swift_request *r, const struct swift_view *v, struct swift_plan *p);

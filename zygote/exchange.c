@@ -168,7 +168,10 @@ static void put_name(uint8_t *p, size_t max, const char *s)
 
 static int hexval(int c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max, char *err, size_t errlen)
@@ -240,7 +243,9 @@ int swift_keys_parse(const uint8_t *b, size_t n, struct swift_key *keys, int max
 			for (q = k + pl; q < len && (l[q] == ' ' || l[q] == '\t' || l[q] == '\r'); q++)
 				;
 			if (pl >= sizeof(keys[nk].peer) || q != len) {
-				snprintf(err, errlen, "line %d: key %s: want \"<id> <64 hex digits> [peer]\" with a peer name of at most %zu characters",
+				snprintf(err, errlen,
+					 "line %d: key %s: want \"<id> <64 hex digits> [peer]\" with a peer name of at "
+					 "most %zu characters",
 					 line, keys[nk].id, sizeof(keys[nk].peer) - 1);
 				return -1;
 			}
@@ -551,7 +556,8 @@ void swift_xconn_client(struct xconn *x, const struct swift_xenv *e, int peer, i
 	x->flags = flags;
 	x->key = dial_key(e, e->cfg->peers[peer].name, e->cfg->peers[peer].key_next);
 	if (x->key < 0) {
-		snprintf(x->err, sizeof(x->err), "no key for peer %s (the shim hands a zygote the keys of its peers only)",
+		snprintf(x->err, sizeof(x->err),
+			 "no key for peer %s (the shim hands a zygote the keys of its peers only)",
 			 e->cfg->peers[peer].name);
 		x->status = ENOKEY;
 		x->step = X_FLUSH;
@@ -676,14 +682,15 @@ static int hello_parse(struct xconn *x, const struct swift_xenv *e)
 	if (memcmp(x->in, XMAGIC, 8))
 		return fail(x, e, EPROTO, "bad hello (not %s)", XMAGIC);
 	if (get_name(x->in + OFF_TENANT, SWIFT_NAME_MAX, x->tenant) ||
-	    get_name(x->in + OFF_FROM, SWIFT_NAME_MAX, x->from) ||
-	    get_name(x->in + OFF_TO, SWIFT_NAME_MAX, x->to) ||
+	    get_name(x->in + OFF_FROM, SWIFT_NAME_MAX, x->from) || get_name(x->in + OFF_TO, SWIFT_NAME_MAX, x->to) ||
 	    get_name(x->in + OFF_KEYID, SWIFT_KEY_ID_MAX, x->keyid)) {
 		x->from[0] = 0;
 		swift_esc((const char *)x->in + OFF_TENANT, SWIFT_NAME_MAX, t, sizeof(t));
 		swift_esc((const char *)x->in + OFF_FROM, SWIFT_NAME_MAX, f, sizeof(f));
-		return fail(x, e, EPROTO, "bad hello: tenant \"%s\", name \"%s\", the name dialed or the key id "
-					  "is not a printable name", t, f);
+		return fail(x, e, EPROTO,
+			    "bad hello: tenant \"%s\", name \"%s\", the name dialed or the key id "
+			    "is not a printable name",
+			    t, f);
 	}
 	memcpy(x->nonce_i, x->in + OFF_NONCE, 16);
 	x->flags = get32(x->in + OFF_FLAGS);
@@ -729,8 +736,10 @@ static int hello_refused(struct xconn *x, const struct swift_xenv *e)
 	 * key proves nothing under this name */
 	x->key = find_key(e, x->keyid, x->from);
 	if (x->key < 0) {
-		snprintf(x->err, sizeof(x->err), "tenant %s: key %s is not in this node's keyring (rotated out, or "
-						 "another node's local key)", x->tenant, x->keyid);
+		snprintf(x->err, sizeof(x->err),
+			 "tenant %s: key %s is not in this node's keyring (rotated out, or "
+			 "another node's local key)",
+			 x->tenant, x->keyid);
 		return 1;
 	}
 	/* a peer configured by its address dials from it: a key holder
@@ -740,8 +749,9 @@ static int hello_refused(struct xconn *x, const struct swift_xenv *e)
 		char sa[INET_ADDRSTRLEN];
 
 		inet_ntop(AF_INET, &src, sa, sizeof(sa));
-		snprintf(x->err, sizeof(x->err), "tenant %s: peer %s is configured at %s, this connection comes from %s",
-			 x->tenant, x->from, e->cfg->peers[x->peer].host, sa);
+		snprintf(x->err, sizeof(x->err),
+			 "tenant %s: peer %s is configured at %s, this connection comes from %s", x->tenant, x->from,
+			 e->cfg->peers[x->peer].host, sa);
 		return 1;
 	}
 	return 0;
@@ -805,15 +815,17 @@ static int auth_proved(struct xconn *x, const struct swift_xenv *e)
 		static const uint8_t zero[MAC_LEN];
 
 		if (memcmp(x->in + MAC_LEN, zero, MAC_LEN)) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: its exchange was changed in transit (a link proof in a first exchange)",
+			snprintf(x->err, sizeof(x->err),
+				 "tenant %s: its exchange was changed in transit (a link proof in a first exchange)",
 				 x->tenant);
 			return refuse(x, e, EBADMSG, 1);
 		}
 	} else {
 		/* it stands on the live link (its secret was taken just now) */
 		if (x->nolink) {
-			snprintf(x->err, sizeof(x->err), "tenant %s: a later exchange, and no live link with %s to prove it against",
-				 x->tenant, x->from);
+			snprintf(x->err, sizeof(x->err),
+				 "tenant %s: a later exchange, and no live link with %s to prove it against", x->tenant,
+				 x->from);
 			return refuse(x, e, ENOLINK, 1);
 		}
 		link_proof(x, want);
@@ -821,14 +833,16 @@ static int auth_proved(struct xconn *x, const struct swift_xenv *e)
 		if (!swift_mac_equal(x->in + MAC_LEN, want)) {
 			x->refused = 1;
 			snprintf(x->err, sizeof(x->err),
-				 "tenant %s: a later exchange under the name %s, not from the zygote that holds its link",
+				 "tenant %s: a later exchange under the name %s, not from the zygote that holds its "
+				 "link",
 				 x->tenant, x->from);
 			return refuse(x, e, EACCES, 1);
 		}
 	}
 	tag(x, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN, want);
 	if (!swift_mac_equal(x->in + AUTH_HEAD + (size_t)x->count * QPINFO_LEN, want)) {
-		snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)", x->tenant);
+		snprintf(x->err, sizeof(x->err), "tenant %s: its QPs were changed in transit (tag mismatch)",
+			 x->tenant);
 		return refuse(x, e, EBADMSG, 1);
 	}
 	swift_seal(x->seal, 'Q', x->in + AUTH_HEAD, (size_t)x->count * QPINFO_LEN);

@@ -13,9 +13,11 @@
 
 #define SWIFT_X_INITIAL 1u   /* the initiator (re)builds its pool to this peer */
 #define SWIFT_X_EPHEMERAL 2u /* a one-off client: its QPs are not kept */
-#define SWIFT_X_HELD 4u      /* a function's own QPs: the server keeps its
+#define SWIFT_X_HELD \
+	4u /* a function's own QPs: the server keeps its
 			      * side while the connection stays open */
-#define SWIFT_X_LINK 8u      /* the connection stays open as the two
+#define SWIFT_X_LINK \
+	8u /* the connection stays open as the two
 			      * zygotes' link: when it closes, every QP
 			      * between them goes */
 #define SWIFT_X_FLAGS (SWIFT_X_INITIAL | SWIFT_X_EPHEMERAL | SWIFT_X_HELD | SWIFT_X_LINK)
@@ -77,7 +79,7 @@ struct swift_rowops {
 #define SWIFT_XEPH_US (60 * 1000000ull)
 struct swift_xeph {
 	uint8_t priv[32], pub[32];
-	uint64_t born_us;        /* 0: none yet */
+	uint64_t born_us; /* 0: none yet */
 };
 
 struct swift_xenv {
@@ -85,7 +87,7 @@ struct swift_xenv {
 	const struct swift_key *keys; /* keys[0] is the one dialed with */
 	int nkeys;
 	const struct swift_rowops *ops;
-	struct swift_xeph *eph;  /* the server's key pair (NULL: one per hello) */
+	struct swift_xeph *eph; /* the server's key pair (NULL: one per hello) */
 };
 
 enum xstep {
@@ -108,28 +110,28 @@ struct xconn {
 	enum xstep step;
 	enum xstep after_flush;
 	unsigned flags;
-	int peer;                    /* cfg index; the server learns it */
-	uint32_t source;             /* server: the dialer's IPv4 (network order), 0 unknown */
+	int peer;        /* cfg index; the server learns it */
+	uint32_t source; /* server: the dialer's IPv4 (network order), 0 unknown */
 	int count;
-	int foreign;                 /* client: QPs of a function, no rows */
-	int key;                     /* index of the key in use */
+	int foreign; /* client: QPs of a function, no rows */
+	int key;     /* index of the key in use */
 	uint8_t nonce_i[16], nonce_s[16];
 	uint8_t hello[8 + 3 * SWIFT_NAME_MAX + SWIFT_KEY_ID_MAX + 24 + 32]; /* as sent */
-	uint8_t reply[8];            /* the reply's header, for its tag */
-	uint8_t transcript[32];      /* SHA-256 of the hello, nonce_s and pub_s */
-	uint8_t eph[32];             /* client, first exchange: its ephemeral
+	uint8_t reply[8];                                                   /* the reply's header, for its tag */
+	uint8_t transcript[32]; /* SHA-256 of the hello, nonce_s and pub_s */
+	uint8_t eph[32];        /* client, first exchange: its ephemeral
 	                              * X25519 key until the challenge */
-	uint8_t secret[32];          /* S: the ephemeral X25519 secret (a first
+	uint8_t secret[32];     /* S: the ephemeral X25519 secret (a first
 	                              * exchange) or the link's L (a later one) */
-	int nolink;                  /* server: a later exchange, and no link */
-	uint8_t link[32];            /* a first exchange: the link's secret L */
-	uint8_t session[32];         /* tags every message after the proofs */
-	uint8_t seal[32];            /* encrypts the QP parameters (swift_seal) */
+	int nolink;             /* server: a later exchange, and no link */
+	uint8_t link[32];       /* a first exchange: the link's secret L */
+	uint8_t session[32];    /* tags every message after the proofs */
+	uint8_t seal[32];       /* encrypts the QP parameters (swift_seal) */
 	char tenant[SWIFT_NAME_MAX], from[SWIFT_NAME_MAX], to[SWIFT_NAME_MAX];
 	char keyid[SWIFT_KEY_ID_MAX + 1];
 	int rows[SWIFT_X_MAX];
-	int nrows;                   /* rows this exchange created */
-	int committed;               /* rows handed to the caller: not destroyed */
+	int nrows;     /* rows this exchange created */
+	int committed; /* rows handed to the caller: not destroyed */
 	uint32_t replaces[SWIFT_X_MAX];
 	struct swift_qpinfo local[SWIFT_X_MAX];
 	struct swift_qpinfo remote[SWIFT_X_MAX];
@@ -137,8 +139,8 @@ struct xconn {
 	size_t inlen, want;
 	uint8_t out[SWIFT_XBUF];
 	size_t outlen, outoff;
-	int status;                  /* reply status (errno) */
-	int refused;                 /* authentication failed */
+	int status;  /* reply status (errno) */
+	int refused; /* authentication failed */
 	char err[512];
 };
 

@@ -32,7 +32,9 @@ static int need_qp(struct swift_fn *fn, const char *who)
 
 static int h_noop(struct swift_fn *fn, int argc, char **argv)
 {
-	(void)fn; (void)argc; (void)argv;
+	(void)fn;
+	(void)argc;
+	(void)argv;
 	return 0;
 }
 
@@ -44,7 +46,9 @@ static int h_exit(struct swift_fn *fn, int argc, char **argv)
 
 static int h_crash(struct swift_fn *fn, int argc, char **argv)
 {
-	(void)fn; (void)argc; (void)argv;
+	(void)fn;
+	(void)argc;
+	(void)argv;
 	raise(SIGSEGV);
 	return 99;
 }
@@ -170,7 +174,8 @@ static int h_pingpong(struct swift_fn *fn, int argc, char **argv)
 	}
 	swift_flush(fn, q, 1000);
 	qsort(rtt, (size_t)(i > 0 ? i : 1), sizeof(*rtt), cmp_u64);
-	printf("pingpong: sent %ld, verified %ld, size %zu, rtt median %.1f us p99 %.1f us, total %.1f ms, qpn %u -> %u\n",
+	printf("pingpong: sent %ld, verified %ld, size %zu, rtt median %.1f us p99 %.1f us, total %.1f ms, qpn %u -> "
+	       "%u\n",
 	       i, verified, size, i > 0 ? (double)rtt[i / 2] / 1000.0 : 0.0,
 	       i > 0 ? (double)rtt[(i * 99) / 100] / 1000.0 : 0.0, (double)(now_ns() - t0) / 1e6, q->qp->qp_num,
 	       q->remote_qpn);
@@ -185,7 +190,8 @@ static int h_firstsend(struct swift_fn *fn, int argc, char **argv)
 	uint64_t t0 = now_ns();
 	int rc;
 
-	(void)argc; (void)argv;
+	(void)argc;
+	(void)argv;
 	if (!need_qp(fn, "firstsend"))
 		return 2;
 	fill(swift_send_buf(fn, fn->qp[0]), 0, 32, F_NOECHO);
@@ -247,9 +253,9 @@ static const struct {
 	const char *name;
 	swift_main_fn fn;
 } builtins[] = {
-	{"noop", h_noop}, {"exit", h_exit}, {"crash", h_crash}, {"sleep", h_sleep},
-	{"qpinfo", h_qpinfo}, {"echo", h_echo}, {"pingpong", h_pingpong},
-	{"firstsend", h_firstsend}, {"bw", h_bw}, {"peek", h_peek},
+	{"noop", h_noop},     {"exit", h_exit}, {"crash", h_crash},       {"sleep", h_sleep},
+	{"qpinfo", h_qpinfo}, {"echo", h_echo}, {"pingpong", h_pingpong}, {"firstsend", h_firstsend},
+	{"bw", h_bw},         {"peek", h_peek},
 };
 
 swift_main_fn swift_builtin(const char *name)

@@ -234,7 +234,8 @@ static int ipc_of(uid_t uid, int *kind, int *id, int max)
 		if (fgets(line, sizeof(line), f)) {
 			char *tok, *save = NULL;
 
-			for (i = 0, tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save), i++) {
+			for (i = 0, tok = strtok_r(line, " \t\n", &save); tok;
+			     tok = strtok_r(NULL, " \t\n", &save), i++) {
 				if (!strcmp(tok, "uid"))
 					col_uid = i;
 				else if (!strcmp(tok, "cuid"))
@@ -246,7 +247,8 @@ static int ipc_of(uid_t uid, int *kind, int *id, int max)
 			char *tok, *save = NULL;
 			int n;
 
-			for (n = 0, tok = strtok_r(line, " \t\n", &save); tok && n < 24; tok = strtok_r(NULL, " \t\n", &save))
+			for (n = 0, tok = strtok_r(line, " \t\n", &save); tok && n < 24;
+			     tok = strtok_r(NULL, " \t\n", &save))
 				v[n++] = strtoul(tok, NULL, 10);
 			if (n <= col_uid || n <= col_cuid || (v[col_uid] != uid && v[col_cuid] != uid))
 				continue;
@@ -350,7 +352,8 @@ static void release(struct zygote *z, int slot)
 		int n = remove_ipc((uid_t)(z->cfg.function_uid_base + (uint32_t)slot));
 
 		if (n)
-			zlog(z, "function pid %d left %d IPC object(s) (System V, POSIX queues); removed", (int)c->pid, n);
+			zlog(z, "function pid %d left %d IPC object(s) (System V, POSIX queues); removed", (int)c->pid,
+			     n);
 	}
 	c->nrows = 0;
 	z->dev.own_qps -= c->own;

@@ -42,7 +42,7 @@
 #endif
 
 /* what a rule on a file (not a directory) may grant */
-#define FILE_RIGHTS                                                                                    \
+#define FILE_RIGHTS \
 	(LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
 	 LANDLOCK_ACCESS_FS_IOCTL_DEV)
 
@@ -114,7 +114,8 @@ static int allow(struct walk *w, const char *path)
 	memset(&pb, 0, sizeof(pb));
 	pb.parent_fd = fd;
 	pb.allowed_access = S_ISDIR(st.st_mode) ? w->rights : (w->rights & FILE_RIGHTS);
-	rc = pb.allowed_access ? (int)syscall(SYS_landlock_add_rule, w->ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) : 0;
+	rc = pb.allowed_access ? (int)syscall(SYS_landlock_add_rule, w->ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0)
+			       : 0;
 	close(fd);
 	return rc;
 }
@@ -191,7 +192,8 @@ int swift_landlock_confine(const struct swift_confine *in, char *err, size_t err
 		c.protect[i] = real[i];
 	}
 	if (abi < 1) {
-		snprintf(err, errlen, "Landlock is not available (kernel 5.13 or later with landlock in its lsm= list): %s",
+		snprintf(err, errlen,
+			 "Landlock is not available (kernel 5.13 or later with landlock in its lsm= list): %s",
 			 strerror(errno));
 		return -1;
 	}

@@ -6,11 +6,11 @@
 
 #define SWIFT_CONFINE_MAX 4
 struct swift_confine {
-	const char *root;                         /* "/": every entry below is granted ... */
-	const char *protect[SWIFT_CONFINE_MAX];   /* ... but these directories (no file opened, made or removed) */
+	const char *root;                       /* "/": every entry below is granted ... */
+	const char *protect[SWIFT_CONFINE_MAX]; /* ... but these directories (no file opened, made or removed) */
 	int nprotect;
-	const char *proc;                         /* "/proc": of its processes, only self's files */
-	long self;                                /* the function's pid, as proc names it */
+	const char *proc; /* "/proc": of its processes, only self's files */
+	long self;        /* the function's pid, as proc names it */
 };
 /* the kernel's Landlock ABI version, or -1 (errno) */
 int swift_landlock_abi(void);

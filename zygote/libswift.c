@@ -164,8 +164,7 @@ int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms)
 	return 0;
 }
 
-int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
-	       uint8_t **data, size_t *len, uint64_t *slot)
+int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp, uint8_t **data, size_t *len, uint64_t *slot)
 {
 	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	unsigned spins = 0;
@@ -181,8 +180,7 @@ int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
 			if (q->pending) {
 				struct ibv_wc wc = q->pending_wc[0];
 
-				memmove(&q->pending_wc[0], &q->pending_wc[1],
-					sizeof(wc) * (q->pending - 1));
+				memmove(&q->pending_wc[0], &q->pending_wc[1], sizeof(wc) * (q->pending - 1));
 				q->pending--;
 				if (wc.status != IBV_WC_SUCCESS)
 					return EIO;

@@ -532,7 +532,8 @@ void swift_try_peers(struct zygote *z, uint64_t now)
 			want = SWIFT_X_MAX;
 		if (want < 1)
 			continue;
-		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL) < 0 &&
+		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL | SWIFT_X_LINK, NULL,
+				    NULL) < 0 &&
 		    errno != EHOSTUNREACH)
 			swift_peer_failed(z, i, strerror(errno), 0);
 	}

@@ -126,7 +126,8 @@ static int pick_gid(struct swift_dev *d, int want, int tbl_len, int ports, char 
 	if (pick == -2)
 		snprintf(err, errlen,
 			 "no GID of %s port %d carries an address of this network namespace (%s): "
-			 "its interface is not on the device's link, or the device is not in this namespace's RDMA view",
+			 "its interface is not on the device's link, or the device is not in this namespace's RDMA "
+			 "view",
 			 d->name, d->port, naddr ? text : "no IPv4 address");
 	else if (pick < 0)
 		snprintf(err, errlen, "no usable GID on %s port %d", d->name, d->port);
@@ -196,8 +197,8 @@ int swift_dev_open(struct swift_dev *d, const struct swift_cfg *c, char *err, si
 	d->ctx_fds[0] = d->ctx->cmd_fd;
 	d->ctx_fds[1] = d->ctx->async_fd;
 	d->msg_size = c->msg_size;
-	d->slice_len = ((SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS) * c->msg_size + (size_t)page - 1) / (size_t)page *
-		       (size_t)page;
+	d->slice_len =
+		((SWIFT_RECV_SLOTS + SWIFT_SEND_SLOTS) * c->msg_size + (size_t)page - 1) / (size_t)page * (size_t)page;
 	d->remote_access = c->remote_access;
 	d->max_rows = SWIFT_MAX_QPS;
 	d->qp_limit = c->qp_limit;
@@ -299,8 +300,9 @@ static int add_maps(struct swift_dev *d, int row, const uintptr_t *before, int n
 			/* the kernel just wrote it: check it is what rdma-core expects */
 			need = sizeof(*h) + ((uint64_t)h->index_mask + 1) * (1ULL << (h->log2_elem_size & 31));
 			if (h->log2_elem_size > 16 || (h->index_mask & (h->index_mask + 1)) || need > len[i]) {
-				snprintf(err, errlen, "queue mapping of %s does not have rxe's layout (log2 %u mask %#x)",
-					 d->name, h->log2_elem_size, h->index_mask);
+				snprintf(err, errlen,
+					 "queue mapping of %s does not have rxe's layout (log2 %u mask %#x)", d->name,
+					 h->log2_elem_size, h->index_mask);
 				return -1;
 			}
 			r->maps[r->nmaps].queue = 1;
@@ -405,8 +407,9 @@ static int to_rts(struct swift_dev *d, struct pool_row *r, uint32_t rq_psn, uint
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.dlid = r->remote.lid;
 	a.ah_attr.port_num = (uint8_t)d->port;
-	if (ibv_modify_qp(r->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(r->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -415,8 +418,9 @@ static int to_rts(struct swift_dev *d, struct pool_row *r, uint32_t rq_psn, uint
 	a.rnr_retry = 7;
 	a.sq_psn = sq_psn;
 	a.max_rd_atomic = 1;
-	return ibv_modify_qp(r->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ibv_modify_qp(r->qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* claim_row takes an empty row of the table for peer, or -1 with err and

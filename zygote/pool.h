@@ -15,13 +15,13 @@
 
 enum row_state {
 	ROW_EMPTY = 0,
-	ROW_PENDING,   /* created for an exchange in flight, not connected */
-	ROW_FREE,      /* connected, in the pool */
-	ROW_ASSIGNED,  /* a function of ours holds it (owner) */
-	ROW_HELD,      /* a peer's function holds its partner (or a one-off
+	ROW_PENDING,  /* created for an exchange in flight, not connected */
+	ROW_FREE,     /* connected, in the pool */
+	ROW_ASSIGNED, /* a function of ours holds it (owner) */
+	ROW_HELD,     /* a peer's function holds its partner (or a one-off
 			* client: until held_until_us) */
-	ROW_RECLAIM,   /* its function is gone; being reset */
-	ROW_BROKEN,    /* to be destroyed and replaced */
+	ROW_RECLAIM,  /* its function is gone; being reset */
+	ROW_BROKEN,   /* to be destroyed and replaced */
 };
 
 /* A mapping that belongs to one row: a device queue (rxe: a struct
@@ -30,29 +30,29 @@ enum row_state {
 struct row_map {
 	uintptr_t addr;
 	size_t len;
-	int queue;               /* a device queue with an rxe header */
-	int cq;                  /* the CQ's: the function keeps it (it polls) */
-	uint32_t log2, mask;     /* the header as the kernel wrote it */
+	int queue;           /* a device queue with an rxe header */
+	int cq;              /* the CQ's: the function keeps it (it polls) */
+	uint32_t log2, mask; /* the header as the kernel wrote it */
 };
 
 struct pool_row {
 	enum row_state state;
-	int peer;                /* index in cfg.peers */
-	uint32_t gen;            /* bumped whenever the row changes hands */
-	struct ibv_pd *pd;       /* the row's own PD: its MR serves its QP only */
-	struct ibv_pd *qp_pd;    /* pd, or a parent domain over it (mlx5) */
+	int peer;             /* index in cfg.peers */
+	uint32_t gen;         /* bumped whenever the row changes hands */
+	struct ibv_pd *pd;    /* the row's own PD: its MR serves its QP only */
+	struct ibv_pd *qp_pd; /* pd, or a parent domain over it (mlx5) */
 	struct ibv_mr *mr;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	uint32_t qp_handle, qpn, lkey, rkey;
-	uint8_t *slice;          /* RECV then SEND slots, msg_size each */
-	uint32_t psn;            /* our initial send PSN */
+	uint8_t *slice; /* RECV then SEND slots, msg_size each */
+	uint32_t psn;   /* our initial send PSN */
 	struct swift_qpinfo remote;
-	int owner;               /* child slot while ASSIGNED, else -1 */
-	int retire;              /* destroy, not reuse, when it comes back */
-	int rebuilding;          /* BROKEN, and an exchange replacing it is out */
-	uint32_t recv_posted;    /* the zygote's own view while FREE */
-	uint64_t held_until_us;  /* ROW_HELD for a one-off client */
+	int owner;              /* child slot while ASSIGNED, else -1 */
+	int retire;             /* destroy, not reuse, when it comes back */
+	int rebuilding;         /* BROKEN, and an exchange replacing it is out */
+	uint32_t recv_posted;   /* the zygote's own view while FREE */
+	uint64_t held_until_us; /* ROW_HELD for a one-off client */
 	/* reclaim */
 	int step;
 	uint64_t deadline_us;
@@ -73,7 +73,7 @@ struct swift_shm {
 };
 
 struct swift_dev {
-	struct ibv_device **list;  /* kept: a function opens its own context */
+	struct ibv_device **list; /* kept: a function opens its own context */
 	struct ibv_device *device;
 	struct ibv_context *ctx;
 	uint8_t gid[16];
@@ -84,15 +84,15 @@ struct swift_dev {
 	char name[64];
 	char provider[16];
 	enum swift_share share;
-	int rxe_queues;            /* queues carry an rxe header (vendor rxe) */
+	int rxe_queues; /* queues carry an rxe header (vendor rxe) */
 	size_t msg_size;
-	size_t slice_len;          /* page-rounded */
+	size_t slice_len; /* page-rounded */
 	int remote_access;
 	int max_rows;
-	int row_hwm;               /* every row from here on is empty */
-	int qp_limit;              /* cfg.qp_limit (0: none) */
-	int own_qps;               /* own QPs of live functions (swift_own_recount) */
-	int ctx_fds[2];            /* cmd_fd, async_fd: dead in children */
+	int row_hwm;    /* every row from here on is empty */
+	int qp_limit;   /* cfg.qp_limit (0: none) */
+	int own_qps;    /* own QPs of live functions (swift_own_recount) */
+	int ctx_fds[2]; /* cmd_fd, async_fd: dead in children */
 	struct swift_shm shm;
 	struct pool_row rows[SWIFT_MAX_QPS];
 };

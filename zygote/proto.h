@@ -6,11 +6,11 @@
 #include "swift-limits.h"
 
 #define SWIFT_REQ_MAGIC "SRN2"
-#define SWIFT_REQ_NOQP 1u   /* plain fork, no QP */
-#define SWIFT_REQ_ALL 2u    /* every free QP of the peer */
-#define SWIFT_REQ_STATUS 4u /* report the pool and assignment tables */
-#define SWIFT_REQ_NEW 8u    /* connect fresh QPs on demand (the new-destination path) */
-#define SWIFT_REQ_OWN 16u   /* the function builds QPs on a device context of its own */
+#define SWIFT_REQ_NOQP 1u     /* plain fork, no QP */
+#define SWIFT_REQ_ALL 2u      /* every free QP of the peer */
+#define SWIFT_REQ_STATUS 4u   /* report the pool and assignment tables */
+#define SWIFT_REQ_NEW 8u      /* connect fresh QPs on demand (the new-destination path) */
+#define SWIFT_REQ_OWN 16u     /* the function builds QPs on a device context of its own */
 #define SWIFT_REQ_CONNECT 32u /* connect QPs a process of the container built itself */
 #define SWIFT_REQ_FLAGS 63u
 #define SWIFT_ARGS_MAX 4096
@@ -45,11 +45,11 @@ struct swift_req {
 /* First reply: the child was forked (status 0) or why not. A status
  * request's reply is followed by one message of text. */
 struct swift_rep {
-	int32_t status;            /* 0 or an errno value */
+	int32_t status; /* 0 or an errno value */
 	int32_t pid;
 	uint32_t nqp;
-	uint32_t newdest;          /* QPs connected on demand for this request */
-	uint64_t zygote_us;        /* time spent in the zygote before fork returned */
+	uint32_t newdest;   /* QPs connected on demand for this request */
+	uint64_t zygote_us; /* time spent in the zygote before fork returned */
 	char msg[256];
 };
 

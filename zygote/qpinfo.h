@@ -5,15 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct swift_qpinfo {        /* wire format, little endian */
+struct swift_qpinfo { /* wire format, little endian */
 	uint32_t qpn;
 	uint32_t psn;
 	uint16_t lid;
 	uint16_t pad;
 	uint8_t gid[16];
-	uint64_t addr;           /* the row's slice (remote access only) */
-	uint32_t rkey;           /* 0 unless the pool allows remote access */
-	uint32_t replaces;       /* the receiver's QPN this one replaces, or 0 */
+	uint64_t addr;     /* the row's slice (remote access only) */
+	uint32_t rkey;     /* 0 unless the pool allows remote access */
+	uint32_t replaces; /* the receiver's QPN this one replaces, or 0 */
 };
 
 /* A swift_qpinfo on the relay and in connect requests: qpn, psn, lid, pad,

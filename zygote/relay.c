@@ -37,8 +37,7 @@ int swift_qpinfos_get(const uint8_t *b, uint32_t n, struct swift_qpinfo *qp, cha
 	return 0;
 }
 
-int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_relay_msg *m, char *err,
-		       size_t errlen)
+int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_relay_msg *m, char *err, size_t errlen)
 {
 	const uint8_t *b = buf;
 	uint32_t i;
@@ -65,8 +64,8 @@ int swift_relay_decode(const void *buf, size_t n, size_t msg_size, struct swift_
 				continue;
 			if (o->op == SWIFT_OP_RECV && o->slot < SWIFT_RECV_SLOTS && o->len == 0)
 				continue;
-			snprintf(err, errlen, "relay operation %u: op %u slot %u len %u out of range", i, o->op, o->slot,
-				 o->len);
+			snprintf(err, errlen, "relay operation %u: op %u slot %u len %u out of range", i, o->op,
+				 o->slot, o->len);
 			return -1;
 		}
 		return 0;

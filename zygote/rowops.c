@@ -30,16 +30,18 @@ int swift_held_refusal(struct zygote *z, int peer, int count, int self, char *er
 	for (i = 0; i < z->conn_hwm; i++) {
 		const struct conn *c = &z->conns[i];
 
-		if (i != self && c->kind == C_XCHG && !c->x.client && c->x.peer == peer && (c->x.flags & SWIFT_X_HELD) &&
-		    (c->x.step == X_HELDOPEN || c->x.nrows > 0)) {
+		if (i != self && c->kind == C_XCHG && !c->x.client && c->x.peer == peer &&
+		    (c->x.flags & SWIFT_X_HELD) && (c->x.step == X_HELDOPEN || c->x.nrows > 0)) {
 			n++;
 			rows += c->x.nrows;
 		}
 	}
 	if (n >= SWIFT_HELD_PER_PEER || rows + count > SWIFT_HELD_QPS_PER_PEER) {
 		if (err)
-			snprintf(err, errlen, "its functions hold %d exchanges and %d QPs here (at most %d and %d); "
-					      "refused %d more", n, rows, SWIFT_HELD_PER_PEER, SWIFT_HELD_QPS_PER_PEER, count);
+			snprintf(err, errlen,
+				 "its functions hold %d exchanges and %d QPs here (at most %d and %d); "
+				 "refused %d more",
+				 n, rows, SWIFT_HELD_PER_PEER, SWIFT_HELD_QPS_PER_PEER, count);
 		return EAGAIN;
 	}
 	return 0;
@@ -75,8 +77,10 @@ static int op_admit(void *ctx, int peer, unsigned flags, int count, char *err, s
 	 * restart is admitted once the old link closes */
 	if ((flags & (SWIFT_X_INITIAL | SWIFT_X_LINK)) && live_link(z, peer)) {
 		if (err)
-			snprintf(err, errlen, "its link from %s is live; a first hello under its name is refused "
-					      "until that link closes", z->conns[z->cfg.peers[peer].link].addr);
+			snprintf(err, errlen,
+				 "its link from %s is live; a first hello under its name is refused "
+				 "until that link closes",
+				 z->conns[z->cfg.peers[peer].link].addr);
 		return EBUSY;
 	}
 	return flags & SWIFT_X_HELD ? swift_held_refusal(z, peer, count, -1, err, errlen) : 0;

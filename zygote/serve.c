@@ -21,13 +21,20 @@
 static const char *row_state(enum row_state s)
 {
 	switch (s) {
-	case ROW_PENDING: return "pending";
-	case ROW_FREE: return "free";
-	case ROW_ASSIGNED: return "assigned";
-	case ROW_HELD: return "held";
-	case ROW_RECLAIM: return "reclaim";
-	case ROW_BROKEN: return "broken";
-	default: return "empty";
+	case ROW_PENDING:
+		return "pending";
+	case ROW_FREE:
+		return "free";
+	case ROW_ASSIGNED:
+		return "assigned";
+	case ROW_HELD:
+		return "held";
+	case ROW_RECLAIM:
+		return "reclaim";
+	case ROW_BROKEN:
+		return "broken";
+	default:
+		return "empty";
 	}
 }
 
@@ -39,11 +46,11 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	size_t o = 0;
 	int i;
 
-#define P(...)                                                                                   \
-	do {                                                                                     \
+#define P(...) \
+	do { \
 		int _n = snprintf(o < len ? buf + o : NULL, o < len ? len - o : 0, __VA_ARGS__); \
-		if (_n > 0)                                                                      \
-			o += (size_t)_n;                                                         \
+		if (_n > 0) \
+			o += (size_t)_n; \
 	} while (0)
 	P("zygote %s tenant %s device %s provider %s share %s gid %d\n", z->cfg.name, z->cfg.tenant,
 	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
@@ -57,8 +64,10 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 		struct swift_peer *p = &z->cfg.peers[i];
 
 		P("peer %s %s:%d %s free %d assigned %d\n", p->name, p->host, p->port,
-		  p->connected ? "connected" : p->refused ? "refused" : "waiting", swift_rows(d, i, ROW_FREE),
-		  swift_rows(d, i, ROW_ASSIGNED));
+		  p->connected ? "connected"
+		  : p->refused ? "refused"
+			       : "waiting",
+		  swift_rows(d, i, ROW_FREE), swift_rows(d, i, ROW_ASSIGNED));
 	}
 	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++) {
 		struct pool_row *r = &d->rows[i];
@@ -67,7 +76,9 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 			continue;
 		P("qp %d peer %s qpn %u remote %u state %s owner %d\n", i, z->cfg.peers[r->peer].name, r->qpn,
 		  r->remote.qpn, row_state(r->state),
-		  r->state == ROW_HELD ? -1 : r->owner >= 0 ? (int)z->children[r->owner].pid : 0);
+		  r->state == ROW_HELD ? -1
+		  : r->owner >= 0      ? (int)z->children[r->owner].pid
+				       : 0);
 	}
 #undef P
 	if (o >= len && len > 32) {
@@ -159,7 +170,8 @@ static void view(struct zygote *z, struct swift_view *v)
 	v->allow_new_dest = z->cfg.allow_new_dest;
 	v->qp_room = -1;
 	if (z->have_dev && z->dev.qp_limit)
-		v->qp_room = z->dev.qp_limit > swift_qps_in_use(&z->dev) ? z->dev.qp_limit - swift_qps_in_use(&z->dev) : 0;
+		v->qp_room =
+			z->dev.qp_limit > swift_qps_in_use(&z->dev) ? z->dev.qp_limit - swift_qps_in_use(&z->dev) : 0;
 	v->self = z->cfg.name;
 	v->npeers = z->cfg.npeers;
 	for (i = 0; i < z->cfg.npeers; i++) {
@@ -413,7 +425,8 @@ static void ctl_connect(struct zygote *z, int ci)
 	}
 	xc = swift_dial_peer(z, c->plan.peer, P_OWN, c->plan.own, SWIFT_X_HELD, q, NULL);
 	if (xc < 0) {
-		snprintf(err, sizeof(err), "connecting to %s failed: %s", z->cfg.peers[c->plan.peer].name, strerror(errno));
+		snprintf(err, sizeof(err), "connecting to %s failed: %s", z->cfg.peers[c->plan.peer].name,
+			 strerror(errno));
 		refuse_conn(z, ci, ECONNREFUSED, err);
 		return;
 	}
@@ -427,8 +440,7 @@ static void ctl_connect(struct zygote *z, int ci)
 	z->status_dirty = 1;
 }
 
-void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n,
-			    const struct swift_qpinfo *q)
+void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n, const struct swift_qpinfo *q)
 {
 	struct conn *c = &z->conns[ci];
 
@@ -523,13 +535,14 @@ void swift_relay_readable(struct zygote *z, int slot)
 				}
 			}
 			if (nrefused) {
-				snprintf(err, sizeof(err), "asked for %u operation(s) on QPs it does not hold (first: qp %u)",
-					 nrefused, first);
+				snprintf(err, sizeof(err),
+					 "asked for %u operation(s) on QPs it does not hold (first: qp %u)", nrefused,
+					 first);
 				refused(z, c, err);
 			}
 			if (failed)
-				zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid, failed,
-				     strerror(rc));
+				zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid,
+				     failed, strerror(rc));
 			continue;
 		}
 		/* SWIFT_RELAY_OWN: once, for the count the request asked */

@@ -14,8 +14,7 @@ void swift_write_status(struct zygote *z);
 
 /* The exchange for connect request ci ended: status 0 with the peer's
  * QPs (the request stays open, holding them), or an errno and why. */
-void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n,
-			    const struct swift_qpinfo *q);
+void swift_ctl_connect_done(struct zygote *z, int ci, int status, const char *why, int n, const struct swift_qpinfo *q);
 
 void swift_relay_readable(struct zygote *z, int slot);
 void swift_relay_own_done(struct zygote *z, int slot, int status, int n, const struct swift_qpinfo *q);

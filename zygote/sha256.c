@@ -20,22 +20,41 @@ static void block(sha256_ctx *c, const uint8_t *p)
 	int i;
 
 	for (i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+		       p[4 * i + 3];
 	for (; i < 64; i++) {
 		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
 		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
 		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
 	}
-	a = c->h[0]; b = c->h[1]; cc = c->h[2]; d = c->h[3];
-	e = c->h[4]; f = c->h[5]; g = c->h[6]; h = c->h[7];
+	a = c->h[0];
+	b = c->h[1];
+	cc = c->h[2];
+	d = c->h[3];
+	e = c->h[4];
+	f = c->h[5];
+	g = c->h[6];
+	h = c->h[7];
 	for (i = 0; i < 64; i++) {
 		t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
 		t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
-		h = g; g = f; f = e; e = d + t1; d = cc; cc = b; b = a; a = t1 + t2;
+		h = g;
+		g = f;
+		f = e;
+		e = d + t1;
+		d = cc;
+		cc = b;
+		b = a;
+		a = t1 + t2;
 	}
-	c->h[0] += a; c->h[1] += b; c->h[2] += cc; c->h[3] += d;
-	c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+	c->h[0] += a;
+	c->h[1] += b;
+	c->h[2] += cc;
+	c->h[3] += d;
+	c->h[4] += e;
+	c->h[5] += f;
+	c->h[6] += g;
+	c->h[7] += h;
 }
 
 void sha256_init(sha256_ctx *c)

@@ -131,7 +131,10 @@ static ssize_t key_from_shim(struct zygote *z, uint8_t *b, size_t max, char *err
 	n = read_all(p[0], len, sizeof(len), deadline);
 	want = (uint32_t)len[0] | (uint32_t)len[1] << 8 | (uint32_t)len[2] << 16 | (uint32_t)len[3] << 24;
 	if (n != (ssize_t)sizeof(len))
-		why = n < 0 ? strerror(errno) : n ? "a short length" : "nothing from the shim in 30 s (it hands the key to the container's init only; see the shim's log)";
+		why = n < 0 ? strerror(errno)
+		      : n   ? "a short length"
+			    : "nothing from the shim in 30 s (it hands the key to the container's init only; see the "
+			      "shim's log)";
 	else if (want < 1 || want > max)
 		why = "the shim sent a length outside what a ring of pair keys takes";
 	else if ((n = read_all(p[0], b, want, deadline)) != (ssize_t)want)
@@ -201,7 +204,8 @@ static int uid_switch_ok(uint32_t base)
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		if (setgroups(0, NULL) || setresgid(last, last, last) || setresuid((uid_t)base, (uid_t)base, (uid_t)base))
+		if (setgroups(0, NULL) || setresgid(last, last, last) ||
+		    setresuid((uid_t)base, (uid_t)base, (uid_t)base))
 			_exit(errno & 0xff);
 		_exit(0);
 	}
@@ -278,8 +282,9 @@ int main(int argc, char **argv)
 		 * CAP_SETGID; without them functions run as the zygote's user */
 		z->uids_ok = uid_switch_ok(z->cfg.function_uid_base);
 		if (!z->uids_ok)
-			zlog(z, "function_uids %u..%u: cannot switch to them (%s); functions run as uid %d", z->cfg.function_uid_base,
-			     z->cfg.function_uid_base + SWIFT_MAX_CHILDREN - 1, strerror(errno), (int)getuid());
+			zlog(z, "function_uids %u..%u: cannot switch to them (%s); functions run as uid %d",
+			     z->cfg.function_uid_base, z->cfg.function_uid_base + SWIFT_MAX_CHILDREN - 1,
+			     strerror(errno), (int)getuid());
 	}
 	{
 		uint64_t t0 = swift_now_us();
@@ -288,8 +293,8 @@ int main(int argc, char **argv)
 			zlog(z, "RDMA unavailable, functions run without QPs: %s", err);
 		} else {
 			z->have_dev = 1;
-			zlog(z, "device %s (%s, fork sharing by %s) gid %d ready in %llu us", z->dev.name, z->dev.provider,
-			     swift_share_name(z->dev.share), z->dev.gid_index,
+			zlog(z, "device %s (%s, fork sharing by %s) gid %d ready in %llu us", z->dev.name,
+			     z->dev.provider, swift_share_name(z->dev.share), z->dev.gid_index,
 			     (unsigned long long)(swift_now_us() - t0));
 		}
 	}
@@ -315,7 +320,7 @@ int main(int argc, char **argv)
 		zlog(z, "poll: %s", strerror(errno));
 	swift_kill_all(z);
 	if (z->entry_status >= 0)
-		rc = WIFEXITED(z->entry_status)	 ? WEXITSTATUS(z->entry_status)
+		rc = WIFEXITED(z->entry_status)     ? WEXITSTATUS(z->entry_status)
 		     : WIFSIGNALED(z->entry_status) ? 128 + WTERMSIG(z->entry_status)
 						    : 1;
 	for (i = 0; i < SWIFT_MAX_CONNS; i++)

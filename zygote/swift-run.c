@@ -140,7 +140,8 @@ static int wait_exit(int fd, struct swift_exit *ex, unsigned long long deadline)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new|--own] [--time] [--timeout SECONDS] -- HANDLER [ARGS...]\n"
+	fprintf(stderr, "usage: swift-run [--socket PATH] [--peer NAME] [--qps N|--all|--no-qp] [--new|--own] [--time] "
+			"[--timeout SECONDS] -- HANDLER [ARGS...]\n"
 			"       swift-run [--socket PATH] --status\n");
 	exit(2);
 }
@@ -174,8 +175,8 @@ int main(int argc, char **argv)
 			path = argv[++ai];
 		} else if (!strcmp(argv[ai], "--peer") && ai + 1 < argc) {
 			if (strlen(argv[++ai]) >= sizeof(req.peer)) {
-				fprintf(stderr, "swift-run: --peer %.40s...: a name has at most %zu characters\n", argv[ai],
-					sizeof(req.peer) - 1);
+				fprintf(stderr, "swift-run: --peer %.40s...: a name has at most %zu characters\n",
+					argv[ai], sizeof(req.peer) - 1);
 				return 2;
 			}
 			memcpy(req.peer, argv[ai], strlen(argv[ai]) + 1);
@@ -198,7 +199,8 @@ int main(int argc, char **argv)
 			long v = strtol(argv[++ai], &end, 10);
 
 			if (*end || v < 1 || v > 86400) {
-				fprintf(stderr, "swift-run: --timeout %s: want whole seconds from 1 to 86400\n", argv[ai]);
+				fprintf(stderr, "swift-run: --timeout %s: want whole seconds from 1 to 86400\n",
+					argv[ai]);
 				return 2;
 			}
 			timeout_s = (int)v;
@@ -229,8 +231,10 @@ int main(int argc, char **argv)
 	}
 	memcpy(sa.sun_path, path, strlen(path));
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		fprintf(stderr, "swift-run: connect %s: %s (is swift-init the container's init?)\n", path, strerror(errno));
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		fprintf(stderr, "swift-run: connect %s: %s (is swift-init the container's init?)\n", path,
+			strerror(errno));
 		return 125;
 	}
 	memset(&mh, 0, sizeof(mh));
@@ -251,7 +255,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "swift-run: pipe: %s\n", strerror(errno));
 		return 125;
 	}
-	if (sendmsg_all(fd, &mh, t0 + 30000000ULL) < 0 || recv_by(fd, &rep, sizeof(rep), t0 + 30000000ULL) != (ssize_t)sizeof(rep)) {
+	if (sendmsg_all(fd, &mh, t0 + 30000000ULL) < 0 ||
+	    recv_by(fd, &rep, sizeof(rep), t0 + 30000000ULL) != (ssize_t)sizeof(rep)) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			fprintf(stderr, "swift-run: the zygote did not answer within %ld s\n", (long)tv.tv_sec);
 		else

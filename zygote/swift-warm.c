@@ -54,8 +54,9 @@ struct warm {
 static int read_key(struct warm *w, char *err, size_t errlen)
 {
 	if (w->cfg.key_pipe && !w->cfg.key_file[0]) {
-		snprintf(err, errlen, "tenant key: this description's key is handed to its zygote only (key_pipe): "
-				      "--direct needs a description with a key_file");
+		snprintf(err, errlen,
+			 "tenant key: this description's key is handed to its zygote only (key_pipe): "
+			 "--direct needs a description with a key_file");
 		return -1;
 	}
 	w->nkeys = swift_keys_load(&w->cfg, w->keys, SWIFT_KEYS_MAX, err, errlen);
@@ -289,7 +290,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[ai], "--direct"))
 			is_direct = 1;
 		else {
-			fprintf(stderr, "usage: swift-warm [--config FILE] [--peer NAME] [--timeout SECONDS (1-3600)] [--direct]\n");
+			fprintf(stderr, "usage: swift-warm [--config FILE] [--peer NAME] [--timeout SECONDS (1-3600)] "
+					"[--direct]\n");
 			return 2;
 		}
 	}
@@ -332,7 +334,8 @@ int main(int argc, char **argv)
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return 1;
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-		fprintf(stderr, "swift-warm: the fresh process did not finish within %d s; killed\n", 3 * timeout_s + 5);
+		fprintf(stderr, "swift-warm: the fresh process did not finish within %d s; killed\n",
+			3 * timeout_s + 5);
 		return 1;
 	}
 	printf("warm_us %llu\n", (unsigned long long)(swift_now_us() - t0));

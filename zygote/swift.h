@@ -47,8 +47,8 @@
 struct swift_qp {
 	struct ibv_qp *qp;
 	struct ibv_cq *cq;
-	uint32_t index;          /* row in the zygote's pool table */
-	const char *peer;        /* name of the peer this QP is connected to */
+	uint32_t index;   /* row in the zygote's pool table */
+	const char *peer; /* name of the peer this QP is connected to */
 	uint32_t remote_qpn;
 	/* this QP's slice of the arena: SWIFT_RECV_SLOTS receive buffers, then
 	 * SWIFT_SEND_SLOTS send buffers, each msg_size bytes */
@@ -56,15 +56,15 @@ struct swift_qp {
 	uint32_t lkey;
 	/* kept in memory shared with the zygote, which reclaims the QP when
 	 * the function exits */
-	uint32_t sends_out;      /* sends posted and not yet completed */
-	uint32_t next_send;      /* next send slot */
-	uint32_t recv_posted;    /* bit per receive slot currently posted */
-	uint32_t pending;        /* receive completions polled, not yet returned */
+	uint32_t sends_out;   /* sends posted and not yet completed */
+	uint32_t next_send;   /* next send slot */
+	uint32_t recv_posted; /* bit per receive slot currently posted */
+	uint32_t pending;     /* receive completions polled, not yet returned */
 	struct ibv_wc pending_wc[SWIFT_RECV_SLOTS];
 	/* appended after version 1 of this layout */
-	uint64_t remote_addr;    /* the peer's slice (remote access pools), else 0 */
+	uint64_t remote_addr; /* the peer's slice (remote access pools), else 0 */
 	uint32_t remote_rkey;
-	uint32_t rkey;           /* this slice's rkey (remote access pools), else 0 */
+	uint32_t rkey; /* this slice's rkey (remote access pools), else 0 */
 };
 
 struct swift_fn;
@@ -87,11 +87,11 @@ struct swift_fn {
 	size_t msg_size;
 	int nqp;
 	struct swift_qp **qp;
-	int relay;               /* 1: the zygote posts sends and receives */
-	int relay_fd;            /* socket to the zygote's relay, or -1 */
-	const char *provider;    /* rxe, siw, mlx5, ... */
+	int relay;            /* 1: the zygote posts sends and receives */
+	int relay_fd;         /* socket to the zygote's relay, or -1 */
+	const char *provider; /* rxe, siw, mlx5, ... */
 	/* appended after version 1 of this layout; libswift's own */
-	uint32_t npend;          /* operations not yet handed to the zygote */
+	uint32_t npend; /* operations not yet handed to the zygote */
 	uint32_t pend[SWIFT_PEND_MAX][4];
 };
 
@@ -126,8 +126,7 @@ int swift_send(struct swift_fn *fn, struct swift_qp *q, size_t len);
  * fn's QPs; on success *qp is where it arrived, *data and *len the payload, and
  * the slot must be given back with swift_recv_done. Returns 0, ETIMEDOUT or
  * an errno value (EIO for a completion in error). */
-int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp,
-	       uint8_t **data, size_t *len, uint64_t *slot);
+int swift_recv(struct swift_fn *fn, int timeout_ms, struct swift_qp **qp, uint8_t **data, size_t *len, uint64_t *slot);
 int swift_recv_done(struct swift_fn *fn, struct swift_qp *q, uint64_t slot);
 /* Wait until every send posted on q has completed. */
 int swift_flush(struct swift_fn *fn, struct swift_qp *q, int timeout_ms);

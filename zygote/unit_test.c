@@ -79,7 +79,8 @@ static void test_sha256(void)
 		}
 		sha256_final(&c, d);
 		hex(d, 32, h);
-		check(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "sha256 million a");
+		check(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
+		      "sha256 million a");
 	}
 }
 
@@ -190,9 +191,11 @@ static void test_x25519(void)
 	swift_x25519_base(apub, a);
 	swift_x25519_base(bpub, b);
 	hex(apub, 32, h);
-	check(!strcmp(h, "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"), "x25519: Alice's public key");
+	check(!strcmp(h, "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"),
+	      "x25519: Alice's public key");
 	hex(bpub, 32, h);
-	check(!strcmp(h, "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"), "x25519: Bob's public key");
+	check(!strcmp(h, "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"),
+	      "x25519: Bob's public key");
 	swift_x25519(s1, a, bpub);
 	swift_x25519(s2, b, apub);
 	hex(s1, 32, h);
@@ -225,24 +228,42 @@ static void test_config(void)
 	struct swift_cfg c;
 	char err[512];
 	static const char *bad[] = {
-		"pool 9999\n", "port 0\n", "listen nowhere\n", "listen 1.2.3.4:0\n", "peer b\n",
-		"peer b 10.0.0.1\n", "peer b 10.0.0.1:70000\n", "gid_index -2\n", "msg_size 12\n",
-		"colour blue\n", "new_dest 2\n", "remote_access 2\n", "name a\x1b[2J\n", "tenant \n",
-		"function_uids 0\n", "function_uids 4294967200\n", "function_uids -5\n", "qp_limit 0\n", "qp_limit -1\n",
+		"pool 9999\n",
+		"port 0\n",
+		"listen nowhere\n",
+		"listen 1.2.3.4:0\n",
+		"peer b\n",
+		"peer b 10.0.0.1\n",
+		"peer b 10.0.0.1:70000\n",
+		"gid_index -2\n",
+		"msg_size 12\n",
+		"colour blue\n",
+		"new_dest 2\n",
+		"remote_access 2\n",
+		"name a\x1b[2J\n",
+		"tenant \n",
+		"function_uids 0\n",
+		"function_uids 4294967200\n",
+		"function_uids -5\n",
+		"qp_limit 0\n",
+		"qp_limit -1\n",
 		"qp_limit 16777217\n",
 	};
 	size_t i;
 
 	check(load("# comment\nname a\ntenant t1\ndevice rxe0\npool 3\nlisten 10.0.2.15:18516\n"
 		   "peer b 10.0.2.15:18517\npeer c host-c:1\nsocket /tmp/s\nkey_file /k\nmsg_size 8192\n",
-		   &c, err, sizeof(err)) == 0, "good config loads");
+		   &c, err, sizeof(err)) == 0,
+	      "good config loads");
 	check(!strcmp(c.name, "a") && !strcmp(c.tenant, "t1") && !strcmp(c.device, "rxe0"), "names");
 	check(c.pool == 3 && c.listen_port == 18516 && !strcmp(c.listen_host, "10.0.2.15"), "pool and listen");
 	check(c.npeers == 2 && !strcmp(c.peers[1].name, "c") && !strcmp(c.peers[1].host, "host-c") &&
-	      c.peers[1].port == 1, "peers");
+		      c.peers[1].port == 1,
+	      "peers");
 	check(c.msg_size == 8192 && !strcmp(c.socket_path, "/tmp/s") && !strcmp(c.key_file, "/k"), "paths");
-	check(load("", &c, err, sizeof(err)) == 0 && c.pool == 1 && c.listen_port == 18515 &&
-	      c.gid_index == -1 && c.allow_new_dest == 1 && c.remote_access == 0, "defaults");
+	check(load("", &c, err, sizeof(err)) == 0 && c.pool == 1 && c.listen_port == 18515 && c.gid_index == -1 &&
+		      c.allow_new_dest == 1 && c.remote_access == 0,
+	      "defaults");
 	check(load("remote_access 1\n", &c, err, sizeof(err)) == 0 && c.remote_access == 1, "remote access");
 	check(load("function_uids 2000000000\n", &c, err, sizeof(err)) == 0 && c.function_uid_base == 2000000000u,
 	      "function uids");
@@ -262,11 +283,12 @@ static void test_config(void)
 		memset(l63, 'n', 63);
 		l63[63] = 0;
 		snprintf(conf, sizeof(conf), "name %s.%s\npeer %s.%s 10.0.0.1:1\n", l63, l63, l63, l63);
-		check(load(conf, &c, err, sizeof(err)) == 0 && strlen(c.name) == 127 && strlen(c.peers[0].name) == 127 &&
-			      swift_find_peer_named(&c, l63) == 0,
+		check(load(conf, &c, err, sizeof(err)) == 0 && strlen(c.name) == 127 &&
+			      strlen(c.peers[0].name) == 127 && swift_find_peer_named(&c, l63) == 0,
 		      "qualified names of 127 characters load, and a bare one names the peer");
 		snprintf(conf, sizeof(conf), "name %s.%sn\n", l63, l63);
-		check(load(conf, &c, err, sizeof(err)) != 0 && strstr(err, ":1:"), "a name of 128 characters is refused");
+		check(load(conf, &c, err, sizeof(err)) != 0 && strstr(err, ":1:"),
+		      "a name of 128 characters is refused");
 		/* a name as configured wins over a bare one in our namespace */
 		check(load("name a.team-a\npeer b.team-a 10.0.0.1:1\npeer b 10.0.0.2:1\n", &c, err, sizeof(err)) == 0 &&
 			      swift_find_peer_named(&c, "b") == 1 && swift_find_peer_named(&c, "b.team-a") == 0,
@@ -283,9 +305,11 @@ static void test_config(void)
 	      "missing file named");
 	check(load("accept 10.0.2.0/24\naccept 192.168.7.9/32\n", &c, err, sizeof(err)) == 0 && c.naccept == 2,
 	      "accept lines load");
-	check(swift_cfg_accepts(&c, htonl(0x0a00020f)) && swift_cfg_accepts(&c, htonl(0xc0a80709)), "accepts its networks");
+	check(swift_cfg_accepts(&c, htonl(0x0a00020f)) && swift_cfg_accepts(&c, htonl(0xc0a80709)),
+	      "accepts its networks");
 	check(!swift_cfg_accepts(&c, htonl(0x7f000001)) && !swift_cfg_accepts(&c, htonl(0x0a000301)) &&
-	      !swift_cfg_accepts(&c, htonl(0xc0a80708)), "refuses other addresses");
+		      !swift_cfg_accepts(&c, htonl(0xc0a80708)),
+	      "refuses other addresses");
 	check(load("", &c, err, sizeof(err)) == 0 && swift_cfg_accepts(&c, htonl(0x7f000001)), "no accept line: any");
 	check(load("accept none\n", &c, err, sizeof(err)) == 0 && !swift_cfg_accepts(&c, htonl(0x0a00020f)),
 	      "accept none: nobody");
@@ -294,8 +318,9 @@ static void test_config(void)
 	check(load("accept 0.0.0.0/0\n", &c, err, sizeof(err)) == 0 && swift_cfg_accepts(&c, htonl(0x01020304)),
 	      "accept 0.0.0.0/0: any");
 	{
-		static const char *bad_accept[] = {"accept 10.0.0.0\n", "accept 10.0.0.0/33\n", "accept 300.0.0.0/8\n",
-						   "accept 10.0.0.0/8x\n", "accept fd00::1\n", "accept\n"};
+		static const char *bad_accept[] = {"accept 10.0.0.0\n",    "accept 10.0.0.0/33\n",
+						   "accept 300.0.0.0/8\n", "accept 10.0.0.0/8x\n",
+						   "accept fd00::1\n",     "accept\n"};
 		size_t k;
 
 		for (k = 0; k < sizeof(bad_accept) / sizeof(bad_accept[0]); k++)
@@ -378,7 +403,8 @@ static void test_shm(void)
 		if (!(many[n] = swift_shm_alloc(NULL, shm, 8, 8, 0)))
 			break;
 	check(n == SWIFT_SHM_BLOCKS, "shm: fills its block table");
-	check(swift_shm_alloc(NULL, shm, 8, 8, 0) == NULL, "shm: a full table fails the allocation, no private fallback");
+	check(swift_shm_alloc(NULL, shm, 8, 8, 0) == NULL,
+	      "shm: a full table fails the allocation, no private fallback");
 	while (n-- > 0)
 		swift_shm_free(NULL, shm, many[n], 0);
 	a = swift_shm_alloc(NULL, shm, 8, 8, 0);
@@ -494,7 +520,8 @@ static void test_requests(void)
 	n = mkreq(b, SWIFT_REQ_NEW, "b", 2, 3, "echo\0-n\0hi", 11);
 	st = through(b, n, 3, &req, err, sizeof(err), &leaked);
 	check(st == 0 && req.argc == 3 && req.nqp == 2 && !strcmp(req.peer, "b") && req.flags == SWIFT_REQ_NEW &&
-	      !memcmp(req.args, "echo\0-n\0hi", 11) && req.argslen == 11, "request: a good one decodes");
+		      !memcmp(req.args, "echo\0-n\0hi", 11) && req.argslen == 11,
+	      "request: a good one decodes");
 	check(leaked == 0, "request: a good one's fds are all accounted for");
 	/* the stale-buffer case: a shorter request after a longer one must not
 	 * see the longer one's arguments */
@@ -536,14 +563,17 @@ static void test_requests(void)
 		} cc[] = {
 			{"connect: two QPs", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, 0},
 			{"connect: with fds", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 3, 0, EINVAL},
-			{"connect: with another flag", SWIFT_REQ_CONNECT | SWIFT_REQ_OWN, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0,
-			 0, EINVAL},
+			{"connect: with another flag", SWIFT_REQ_CONNECT | SWIFT_REQ_OWN, 2, 0, "b",
+			 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
 			{"connect: no peer", SWIFT_REQ_CONNECT, 2, 0, "", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
 			{"connect: no QPs", SWIFT_REQ_CONNECT, 0, 0, "b", 0, 0, 0, EINVAL},
 			{"connect: 65 QPs", SWIFT_REQ_CONNECT, 65, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
-			{"connect: records short of nqp", SWIFT_REQ_CONNECT, 3, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
-			{"connect: records beyond nqp", SWIFT_REQ_CONNECT, 1, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
-			{"connect: with an argument count", SWIFT_REQ_CONNECT, 2, 1, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0, EINVAL},
+			{"connect: records short of nqp", SWIFT_REQ_CONNECT, 3, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0,
+			 EINVAL},
+			{"connect: records beyond nqp", SWIFT_REQ_CONNECT, 1, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0,
+			 EINVAL},
+			{"connect: with an argument count", SWIFT_REQ_CONNECT, 2, 1, "b", 2 * SWIFT_QPINFO_WIRE, 0, 0,
+			 EINVAL},
 			{"connect: QP number 0", SWIFT_REQ_CONNECT, 2, 0, "b", 2 * SWIFT_QPINFO_WIRE, 0, 1, EINVAL},
 		};
 		size_t k;
@@ -561,8 +591,8 @@ static void test_requests(void)
 				memset(r2 + SWIFT_QPINFO_WIRE, 0, 4);
 			n = mkreq(b, cc[k].flags, cc[k].peer, cc[k].nqp, cc[k].argc, (const char *)r2, cc[k].len);
 			st = through(b, n, cc[k].nfds, &req, err, sizeof(err), &leaked);
-			snprintf(what, sizeof(what), "request: %s -> %d (%s), fds leaked %d", cc[k].name, st, st ? err : "ok",
-				 leaked);
+			snprintf(what, sizeof(what), "request: %s -> %d (%s), fds leaked %d", cc[k].name, st,
+				 st ? err : "ok", leaked);
 			check(st == cc[k].want && leaked == 0, what);
 		}
 		n = mkreq(b, SWIFT_REQ_CONNECT, "b", 2, 0, (const char *)recs, 2 * SWIFT_QPINFO_WIRE);
@@ -614,8 +644,8 @@ static void test_requests(void)
 			}
 			n = mkreq(b, tc[k].flags, tc[k].peer, tc[k].nqp, tc[k].argc, args, len);
 			st = through(b, n, 3, &req, err, sizeof(err), &leaked);
-			snprintf(what, sizeof(what), "request: %s -> %d (%s), fds leaked %d", tc[k].name, st, st ? err : "ok",
-				 leaked);
+			snprintf(what, sizeof(what), "request: %s -> %d (%s), fds leaked %d", tc[k].name, st,
+				 st ? err : "ok", leaked);
 			check(st == tc[k].want && leaked == 0, what);
 		}
 	}
@@ -695,7 +725,8 @@ static void test_schedule(void)
 		{"no fork sharing: own QPs", 0, "b", 1, 1, SHARE_NONE, 1, 4, 4, 0, 1, 0, 0, 1},
 		{"connect a process's QPs", SWIFT_REQ_CONNECT, "b", 2, 1, SHARE_RELAY, 1, 4, 4, 0, 1, 0, 0, 2},
 		{"connect not allowed", SWIFT_REQ_CONNECT, "b", 1, 1, SHARE_RELAY, 0, 4, 4, EBUSY, 1, 0, 0, 0},
-		{"connect to an unknown peer", SWIFT_REQ_CONNECT, "zz", 1, 1, SHARE_RELAY, 1, 4, 4, ENOENT, -1, 0, 0, 0},
+		{"connect to an unknown peer", SWIFT_REQ_CONNECT, "zz", 1, 1, SHARE_RELAY, 1, 4, 4, ENOENT, -1, 0, 0,
+		 0},
 		{"connect without a device", SWIFT_REQ_CONNECT, "b", 1, 0, SHARE_RELAY, 1, 0, 0, ENODEV, -1, 0, 0, 0},
 		{"unknown peer", 0, "zz", 0, 1, SHARE_RELAY, 1, 4, 4, ENOENT, -1, 0, 0, 0},
 		{"no device", 0, "b", 0, 0, SHARE_RELAY, 1, 0, 0, ENODEV, -1, 0, 0, 0},
@@ -714,11 +745,10 @@ static void test_schedule(void)
 		v.free[0] = tc[k].free_a;
 		v.free[1] = tc[k].free_b;
 		schedule(&v, tc[k].flags, tc[k].peer, tc[k].nqp, &p);
-		snprintf(what, sizeof(what), "schedule: %s: status %d peer %d take %d newdest %d own %d (%s)", tc[k].name,
-			 p.status, p.peer, p.take, p.newdest, p.own, p.msg);
-		check(p.status == tc[k].status &&
-			      (p.status || (p.peer == tc[k].peer_idx && p.take == tc[k].take &&
-					    p.newdest == tc[k].newdest && p.own == tc[k].own)),
+		snprintf(what, sizeof(what), "schedule: %s: status %d peer %d take %d newdest %d own %d (%s)",
+			 tc[k].name, p.status, p.peer, p.take, p.newdest, p.own, p.msg);
+		check(p.status == tc[k].status && (p.status || (p.peer == tc[k].peer_idx && p.take == tc[k].take &&
+								p.newdest == tc[k].newdest && p.own == tc[k].own)),
 		      what);
 	}
 	{
@@ -798,9 +828,10 @@ static void test_schedule(void)
 			schedule(&v, lc[i].flags, "a", lc[i].nqp, &p);
 			snprintf(what, sizeof(what), "schedule, QP limit: %s: status %d take %d newdest %d own %d (%s)",
 				 lc[i].name, p.status, p.take, p.newdest, p.own, p.msg);
-			check(p.status == lc[i].status && (p.status ? strstr(p.msg, "under the container's QP limit") != NULL
-								  : p.take == lc[i].take && p.newdest == lc[i].newdest &&
-									    p.own == lc[i].own),
+			check(p.status == lc[i].status &&
+				      (p.status ? strstr(p.msg, "under the container's QP limit") != NULL
+						: p.take == lc[i].take && p.newdest == lc[i].newdest &&
+							  p.own == lc[i].own),
 			      what);
 		}
 	}
@@ -848,8 +879,10 @@ static void test_relay(void)
 		uint32_t unknown[6] = {77, 1, SWIFT_OP_SEND, 0, 0, 0};
 
 		check(swift_relay_decode(zero, sizeof(zero), 4096, &m, err, sizeof(err)) < 0, "relay: zero operations");
-		check(swift_relay_decode(many, sizeof(many), 4096, &m, err, sizeof(err)) < 0, "relay: too many operations");
-		check(swift_relay_decode(unknown, sizeof(unknown), 4096, &m, err, sizeof(err)) < 0 && strstr(err, "unknown"),
+		check(swift_relay_decode(many, sizeof(many), 4096, &m, err, sizeof(err)) < 0,
+		      "relay: too many operations");
+		check(swift_relay_decode(unknown, sizeof(unknown), 4096, &m, err, sizeof(err)) < 0 &&
+			      strstr(err, "unknown"),
 		      "relay: an unknown type");
 	}
 	memset(own, 0, sizeof(own));
@@ -863,7 +896,8 @@ static void test_relay(void)
 	      "relay: an own-QP message");
 	v = 0x1000000;
 	memcpy(own + 8, &v, 4);
-	check(swift_relay_decode(own, sizeof(own), 4096, &m, err, sizeof(err)) < 0, "relay: a QP number beyond 24 bits");
+	check(swift_relay_decode(own, sizeof(own), 4096, &m, err, sizeof(err)) < 0,
+	      "relay: a QP number beyond 24 bits");
 	memset(big, 0, sizeof(big));
 	v = SWIFT_RELAY_OWN;
 	memcpy(big, &v, 4);
@@ -1230,7 +1264,8 @@ static void test_key_holder_sniffs(void)
 	memcpy(pub_s, captured[1][0] + 16, 32);
 	memset(ncaptured, 0, sizeof(ncaptured));
 	run_pair(a, b, 1, 0, NULL, capture, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE && ncaptured[0][1] >= 64 + 44, "exchange, a key holder sniffs: a later exchange is done");
+	check(ra == XC_DONE && rb == XC_DONE && ncaptured[0][1] >= 64 + 44,
+	      "exchange, a key holder sniffs: a later exchange is done");
 	sha256_init(&c);
 	sha256_update(&c, captured[0][0], ncaptured[0][0]);
 	sha256_update(&c, captured[1][0], 48);
@@ -1264,8 +1299,8 @@ static void test_key_holder_sniffs(void)
 		    qp[4] == (uint8_t)a->x.local[0].psn) {
 			read |= 1 << i;
 		}
-		snprintf(what, sizeof(what), "exchange, a key holder sniffs: with %s in the place of S, the QP %s", names[i],
-			 i == 4 ? "is read (the decoding is right)" : "is not read");
+		snprintf(what, sizeof(what), "exchange, a key holder sniffs: with %s in the place of S, the QP %s",
+			 names[i], i == 4 ? "is read (the decoding is right)" : "is not read");
 		check(i == 4 ? (read >> i) & 1 : !((read >> i) & 1), what);
 	}
 	free(a);
@@ -1286,16 +1321,20 @@ static void test_exchange(void)
 	check(a->fake.nlive == 3 && b->fake.nlive == 3 && a->x.nrows == 3 && b->x.nrows == 3 && a->x.committed &&
 		      b->x.committed,
 	      "exchange: three rows on each side, committed");
-	check(a->x.remote[2].qpn == 0x100 + (uint32_t)b->x.rows[2] && b->x.remote[0].qpn == 0x100 + (uint32_t)a->x.rows[0],
+	check(a->x.remote[2].qpn == 0x100 + (uint32_t)b->x.rows[2] &&
+		      b->x.remote[0].qpn == 0x100 + (uint32_t)a->x.rows[0],
 	      "exchange: each side learns the other's QP numbers");
-	check(b->fake.nreplaced == 1 && b->fake.replaced[0] == 0x777, "exchange: the server hears which QP is replaced");
+	check(b->fake.nreplaced == 1 && b->fake.replaced[0] == 0x777,
+	      "exchange: the server hears which QP is replaced");
 
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
 	nsniffed = 0;
 	run_pair(a, b, 2, 0, NULL, sniff, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE && a->fake.nlive == 2 && b->fake.nlive == 2, "exchange: a plain exchange is done");
-	check(nsniffed > 0 && !seen(&a->x.local[0]) && !seen(&a->x.local[1]) && !seen(&b->x.local[0]) && !seen(&b->x.local[1]),
+	check(ra == XC_DONE && rb == XC_DONE && a->fake.nlive == 2 && b->fake.nlive == 2,
+	      "exchange: a plain exchange is done");
+	check(nsniffed > 0 && !seen(&a->x.local[0]) && !seen(&a->x.local[1]) && !seen(&b->x.local[0]) &&
+		      !seen(&b->x.local[1]),
 	      "exchange: no QP number or PSN of either side is readable on the wire");
 	/* the fake gives both sides the same first QP (0x100, PSN 0x42): the
 	 * same plaintext under one keystream would give the same bytes */
@@ -1333,9 +1372,12 @@ static void test_exchange(void)
 		imp->fake.have_link = 1;
 		b->fake.created = b->fake.nreplaced = 0;
 		run_pair(imp, b, 2, 0, rep, NULL, &ra, &rb);
-		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && b->fake.nreplaced == 0 && imp->x.refused &&
-			      strstr(b->x.err, "a later exchange under the name a, not from the zygote that holds its link"),
-		      "exchange: a later exchange under a linked name from another zygote: refused, nothing made or replaced");
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && b->fake.nreplaced == 0 &&
+			      imp->x.refused &&
+			      strstr(b->x.err,
+				     "a later exchange under the name a, not from the zygote that holds its link"),
+		      "exchange: a later exchange under a linked name from another zygote: refused, nothing made or "
+		      "replaced");
 		run_pair(imp, b, 1, SWIFT_X_HELD, NULL, NULL, &ra, &rb);
 		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0,
 		      "exchange: nor its held exchanges (a function's own QPs)");
@@ -1370,7 +1412,8 @@ static void test_exchange(void)
 		strcpy(imp->keys[0].peer, "a.team-a");
 		imp->fake.no_link = b->fake.no_link = 1;
 		run_pair(imp, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
-		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && imp->fake.created == 0 && imp->x.refused,
+		check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && imp->fake.created == 0 &&
+			      imp->x.refused,
 		      "exchange: a holder of another pair's key under a name of that pair: refused, nothing made");
 		side_init(b, "a.team-a", "t1", "k1:pair-a-b-0123456789abcdef", "b.team-a");
 		strcpy(b->keys[0].peer, "b.team-a");
@@ -1411,7 +1454,8 @@ static void test_exchange(void)
 	side_init(b, "b", "t1", K1, "a");
 	a->cfg.peers[0].key_next = 1;
 	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE, "exchange: during a rotation, the next key reaches a node without the newest");
+	check(ra == XC_DONE && rb == XC_DONE,
+	      "exchange: during a rotation, the next key reaches a node without the newest");
 	a->cfg.peers[0].key_next = 2;
 	swift_xconn_client(&a->x, &a->env, 0, 1, 0, NULL, NULL);
 	check(a->x.key == 0, "exchange: the key to dial with wraps around to the newest");
@@ -1450,7 +1494,8 @@ static void test_exchange(void)
 	b->source = htonl(0x0a000002); /* 10.0.0.2 */
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
 	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 && a->fake.created == 0 && a->x.refused &&
-		      !strcmp(b->x.err, "tenant t1: peer a is configured at 10.0.0.1, this connection comes from 10.0.0.2"),
+		      !strcmp(b->x.err,
+			      "tenant t1: peer a is configured at 10.0.0.1, this connection comes from 10.0.0.2"),
 	      "exchange: a configured peer's name from another address is refused, nothing created");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
@@ -1465,14 +1510,16 @@ static void test_exchange(void)
 	b->source = htonl(0x7f000001);
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
 	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 &&
-		      !strcmp(b->x.err, "tenant t1: peer a is configured at 192.0.2.1, this connection comes from 127.0.0.1"),
+		      !strcmp(b->x.err,
+			      "tenant t1: peer a is configured at 192.0.2.1, this connection comes from 127.0.0.1"),
 	      "exchange: loopback does not speak for a peer configured at another host's address");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
 	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "127.0.0.1"); /* lo's address */
 	b->source = htonl(0x7f000002);
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
-	check(ra == XC_HELD && rb == XC_HELD, "exchange: loopback speaks for a peer configured at an address of this host");
+	check(ra == XC_HELD && rb == XC_HELD,
+	      "exchange: loopback speaks for a peer configured at an address of this host");
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
 	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
@@ -1506,7 +1553,8 @@ static void test_exchange(void)
 	side_init(b, "b", "t1", K1, "a");
 	b->fake.refuse_admit = 1;
 	run_pair(a, b, 2, 0, NULL, NULL, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE && b->fake.nlive == 2, "exchange: the room for held QPs limits held ones only");
+	check(ra == XC_DONE && rb == XC_DONE && b->fake.nlive == 2,
+	      "exchange: the room for held QPs limits held ones only");
 
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
@@ -1549,9 +1597,12 @@ static void test_exchange(void)
 			tamper_msg = tc[k].msg;
 			tamper_at = tc[k].at;
 			run_pair(a, b, 2, 0, NULL, flip, &ra, &rb);
-			snprintf(what, sizeof(what), "exchange: %s changed in transit: both fail (%d %d), rows %d and %d", tc[k].what,
-				 ra, rb, a->fake.nlive, b->fake.nlive);
-			check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == tc[k].server_rows, what);
+			snprintf(what, sizeof(what),
+				 "exchange: %s changed in transit: both fail (%d %d), rows %d and %d", tc[k].what, ra,
+				 rb, a->fake.nlive, b->fake.nlive);
+			check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 &&
+				      b->fake.nlive == tc[k].server_rows,
+			      what);
 		}
 		/* a first exchange's link proof field is zeros: a byte changed
 		 * there is refused too */
@@ -1559,8 +1610,8 @@ static void test_exchange(void)
 		side_init(b, "b", "t1", K1, "a");
 		tamper_dir = 0, tamper_msg = 1, tamper_at = 40;
 		run_pair(a, b, 2, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, flip, &ra, &rb);
-		check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == 0 && b->fake.created == 0 &&
-			      strstr(b->x.err, "a link proof in a first exchange"),
+		check(ra == XC_FAIL && rb == XC_FAIL && a->fake.nlive == 0 && b->fake.nlive == 0 &&
+			      b->fake.created == 0 && strstr(b->x.err, "a link proof in a first exchange"),
 		      "exchange: a first exchange's link proof field changed in transit: refused, nothing kept");
 		/* the last message: the server has committed; the client gives up
 		 * its rows (the zygote then tells the server to drop them) */
@@ -1638,12 +1689,14 @@ static void test_exchange(void)
 			memcpy(a->x.hello, h, n); /* the dialer proves this hello */
 			swift_xconn_server(&b->x);
 			rc = feed(&b->x, &b->env, h, n, n);
-			check(rc == XC_MORE && b->x.step == X_AUTH, "exchange: a hello costs no X25519 before the proof");
+			check(rc == XC_MORE && b->x.step == X_AUTH,
+			      "exchange: a hello costs no X25519 before the proof");
 			n = take(&b->x, h, sizeof(h));
 			rc = feed(&a->x, &a->env, h, n, n);
 			n = take(&a->x, h, sizeof(h));
 			rc = feed(&b->x, &b->env, h, n, n);
-			snprintf(what, sizeof(what), "exchange: a first exchange with the dialer's ephemeral key u = %u refused (%s)",
+			snprintf(what, sizeof(what),
+				 "exchange: a first exchange with the dialer's ephemeral key u = %u refused (%s)",
 				 small[k], b->x.err);
 			check(rc == XC_FAIL && b->fake.created == 0 && strstr(b->x.err, "small order"), what);
 
@@ -1660,7 +1713,8 @@ static void test_exchange(void)
 			sha256_final(&c, t);
 			proto_mac(secret, 'S', t, NULL, ch + 48);
 			rc = feed(&a->x, &a->env, ch, sizeof(ch), sizeof(ch));
-			snprintf(what, sizeof(what), "exchange: a server's ephemeral key u = %u refused by the dialer (%s)", small[k],
+			snprintf(what, sizeof(what),
+				 "exchange: a server's ephemeral key u = %u refused by the dialer (%s)", small[k],
 				 a->x.err);
 			check(rc == XC_FAIL && a->fake.created == 0 && strstr(a->x.err, "small order"), what);
 		}
@@ -1700,7 +1754,8 @@ static void test_exchange(void)
 				memcpy(l1, b->x.link, 32);
 		}
 		check(ra == XC_HELD && rb == XC_HELD && keep.born_us && !memcmp(s1 + 16, s2 + 16, 32) &&
-			      !memcmp(s1 + 16, keep.pub, 32) && memcmp(l1, b->x.link, 32) && !memcmp(a->x.link, b->x.link, 32),
+			      !memcmp(s1 + 16, keep.pub, 32) && memcmp(l1, b->x.link, 32) &&
+			      !memcmp(a->x.link, b->x.link, 32),
 		      "exchange: a kept server key serves two links, each with a secret of its own");
 		keep.born_us -= SWIFT_XEPH_US;
 		side_init(a, "a", "t1", K1, "b");
@@ -1721,8 +1776,10 @@ static void test_keys(void)
 {
 	struct swift_key k[SWIFT_KEYS_MAX];
 	char err[200];
-	const char *ring = "# ring\n\nk2 " "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
-			   "  k1\t" "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff  \n";
+	const char *ring = "# ring\n\nk2 "
+			   "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+			   "  k1\t"
+			   "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff  \n";
 	uint8_t raw[32];
 	static const struct {
 		const char *name, *in, *want;
@@ -1733,13 +1790,16 @@ static void test_keys(void)
 		{"id of 16", "abcdefghijklmnop 0000000000000000000000000000000000000000000000000000000000000000\n",
 		 "line 1: a key id of 1 to 15 characters"},
 		{"no hex", "k1\n", "line 1: key k1: want 64 hex digits"},
-		{"upper-case id", "K1 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: key id"},
-		{"long id", "abcdefghijklmnopq 0000000000000000000000000000000000000000000000000000000000000000\n", "line 1: a key id"},
+		{"upper-case id", "K1 0000000000000000000000000000000000000000000000000000000000000000\n",
+		 "line 1: key id"},
+		{"long id", "abcdefghijklmnopq 0000000000000000000000000000000000000000000000000000000000000000\n",
+		 "line 1: a key id"},
 		{"trailing junk", "k1 0000000000000000000000000000000000000000000000000000000000000000 b.team-a x\n",
 		 "want \"<id> <64 hex digits> [peer]\""},
 		{"a peer of 128 characters",
 		 "k1 0000000000000000000000000000000000000000000000000000000000000000 "
-		 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n",
+		 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+		 "nnnnnnnnnnnnnnnnnnnnnnnnnnn\n",
 		 "a peer name of at most 127 characters"},
 		{"id twice for one peer",
 		 "k1 0000000000000000000000000000000000000000000000000000000000000000 b\n"
@@ -1758,17 +1818,20 @@ static void test_keys(void)
 	      "keys: a ring of two, newest first");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char what[300];
-		int n = swift_keys_parse((const uint8_t *)bad[i].in, strlen(bad[i].in), k, SWIFT_KEYS_MAX, err, sizeof(err));
+		int n = swift_keys_parse((const uint8_t *)bad[i].in, strlen(bad[i].in), k, SWIFT_KEYS_MAX, err,
+					 sizeof(err));
 
 		snprintf(what, sizeof(what), "keys: %s refused (%s)", bad[i].name, err);
 		check(n < 0 && strstr(err, bad[i].want), what);
 	}
 	{
 		/* pair keys: one id for each peer */
-		const char *pairs = "# pair keys\nk1 0101010101010101010101010101010101010101010101010101010101010101 b.team-a\n"
-				    "k1 0202020202020202020202020202020202020202020202020202020202020202 c.team-c \n";
+		const char *pairs =
+			"# pair keys\nk1 0101010101010101010101010101010101010101010101010101010101010101 b.team-a\n"
+			"k1 0202020202020202020202020202020202020202020202020202020202020202 c.team-c \n";
 
-		check(swift_keys_parse((const uint8_t *)pairs, strlen(pairs), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 2 &&
+		check(swift_keys_parse((const uint8_t *)pairs, strlen(pairs), k, SWIFT_KEYS_MAX, err, sizeof(err)) ==
+				      2 &&
 			      !strcmp(k[0].peer, "b.team-a") && k[0].key[0] == 1 && !strcmp(k[1].peer, "c.team-c") &&
 			      k[1].key[31] == 2,
 		      "keys: pair keys, one id for each of two peers");
@@ -1777,8 +1840,8 @@ static void test_keys(void)
 		      "keys: a ring's keys are for every peer");
 	}
 	memset(raw, 0x80, sizeof(raw));
-	check(swift_keys_parse(raw, sizeof(raw), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 1 && !strcmp(k[0].id, "local") &&
-		      k[0].len == 32,
+	check(swift_keys_parse(raw, sizeof(raw), k, SWIFT_KEYS_MAX, err, sizeof(err)) == 1 &&
+		      !strcmp(k[0].id, "local") && k[0].len == 32,
 	      "keys: a raw key (a node-local one from before rings) is one key, local");
 	check(swift_keys_parse(raw, 8, k, SWIFT_KEYS_MAX, err, sizeof(err)) < 0, "keys: a raw key of 8 bytes refused");
 	{
@@ -1874,7 +1937,8 @@ static void mutate(uint8_t *p, size_t *n, size_t max, uint64_t *s)
 			break;
 		case 4: /* a 32-bit field to an edge value */
 			if (*n >= 4) {
-				static const uint32_t edge[] = {0, 1, 64, 65, 0xffffff, 0x1000000, 0x7fffffff, 0xffffffff};
+				static const uint32_t edge[] = {0,        1,         64,         65,
+								0xffffff, 0x1000000, 0x7fffffff, 0xffffffff};
 				uint32_t v = edge[rnd(s) % 8];
 
 				at = (at / 4) * 4;
@@ -1957,7 +2021,8 @@ static void test_mutations(long iterations)
 		memcpy(b->fake.link.link, lk, 32);
 		a->fake.have_link = b->fake.have_link = !initial;
 		swift_xconn_client(&a->x, &a->env, 0, 1 + (int)(rnd(&seed) % 4),
-				   (initial ? SWIFT_X_INITIAL : 0) | (unsigned)(rnd(&seed) % 2) * SWIFT_X_LINK, NULL, NULL);
+				   (initial ? SWIFT_X_INITIAL : 0) | (unsigned)(rnd(&seed) % 2) * SWIFT_X_LINK, NULL,
+				   NULL);
 		hn = take(&a->x, buf, sizeof(buf));
 		if (server) {
 			swift_xconn_server(&b->x);
@@ -2067,7 +2132,8 @@ static void test_mutations(long iterations)
 				n += 32;
 				rc = feed(&a->x, &a->env, r, n, chunk);
 				take(&a->x, m, sizeof(m));
-				if (a->x.step == X_ACK || strstr(a->x.err, "out of range") || strstr(a->x.err, "connect QP"))
+				if (a->x.step == X_ACK || strstr(a->x.err, "out of range") ||
+				    strstr(a->x.err, "connect QP"))
 					parsed++; /* past the reply's tag */
 				if (rc == XC_MORE && a->x.step == X_ACK) {
 					proto_tag(sess, 'A', m, 0, m);
@@ -2090,7 +2156,8 @@ static void test_mutations(long iterations)
 			}
 		}
 	}
-	printf("mutations: %ld inputs (%ld with valid tags around mutated QPs, %ld parsed), %ld ends refused, %ld completed\n",
+	printf("mutations: %ld inputs (%ld with valid tags around mutated QPs, %ld parsed), %ld ends refused, %ld "
+	       "completed\n",
 	       iterations, deep, parsed, failed_ends, done);
 	check(leaks == 0, "mutations: no end that failed or was cut off kept a row");
 	check(failed_ends > iterations / 4, "mutations: most mutated transcripts are refused");

@@ -144,24 +144,24 @@ void swift_x25519(uint8_t out[32], const uint8_t scalar[32], const uint8_t point
 		bit = (k[i >> 3] >> (i & 7)) & 1;
 		cswap(x2, x3, bit);
 		cswap(z2, z3, bit);
-		add(a, x2, z2);      /* A = x2 + z2 */
-		sub(b, x2, z2);      /* B = x2 - z2 */
-		add(c, x3, z3);      /* C = x3 + z3 */
-		sub(d, x3, z3);      /* D = x3 - z3 */
-		mul(d, d, a);        /* DA */
-		mul(c, c, b);        /* CB */
-		mul(a, a, a);        /* AA */
-		mul(b, b, b);        /* BB */
+		add(a, x2, z2); /* A = x2 + z2 */
+		sub(b, x2, z2); /* B = x2 - z2 */
+		add(c, x3, z3); /* C = x3 + z3 */
+		sub(d, x3, z3); /* D = x3 - z3 */
+		mul(d, d, a);   /* DA */
+		mul(c, c, b);   /* CB */
+		mul(a, a, a);   /* AA */
+		mul(b, b, b);   /* BB */
 		add(x3, d, c);
-		mul(x3, x3, x3);     /* x3 = (DA + CB)^2 */
+		mul(x3, x3, x3); /* x3 = (DA + CB)^2 */
 		sub(z3, d, c);
 		mul(z3, z3, z3);
-		mul(z3, z3, x1);     /* z3 = x1 (DA - CB)^2 */
-		sub(e, a, b);        /* E = AA - BB */
-		mul(x2, a, b);       /* x2 = AA BB */
+		mul(z3, z3, x1); /* z3 = x1 (DA - CB)^2 */
+		sub(e, a, b);    /* E = AA - BB */
+		mul(x2, a, b);   /* x2 = AA BB */
 		mul(z2, e, a24);
 		add(z2, z2, a);
-		mul(z2, z2, e);      /* z2 = E (AA + a24 E) */
+		mul(z2, z2, e); /* z2 = E (AA + a24 E) */
 		cswap(x2, x3, bit);
 		cswap(z2, z3, bit);
 	}

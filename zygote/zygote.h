@@ -59,20 +59,20 @@
 
 enum child_state {
 	CH_FREE = 0,
-	CH_RUNNING,      /* the function process is alive */
-	CH_LEFTOVERS,    /* reaped; processes of its session may remain */
+	CH_RUNNING,   /* the function process is alive */
+	CH_LEFTOVERS, /* reaped; processes of its session may remain */
 };
 
 struct child {
 	enum child_state state;
 	uint32_t gen;
-	pid_t pid;               /* also its session and process group */
-	int client_fd;           /* the caller (swift-run); -1 once gone */
+	pid_t pid;     /* also its session and process group */
+	int client_fd; /* the caller (swift-run); -1 once gone */
 	int relay_fd;
 	int nrows;
 	int rows[SWIFT_MAX_QPS];
 	int own, own_peer, own_asked;
-	int own_conn;            /* the held exchange for its own QPs, or -1 */
+	int own_conn; /* the held exchange for its own QPs, or -1 */
 	uint32_t own_conn_gen;
 	uint64_t caller_gone_us; /* caller went away: SIGTERM sent then */
 	uint64_t kill_at_us;     /* SIGKILL its session then (0: not set) */
@@ -81,17 +81,17 @@ struct child {
 
 enum conn_kind {
 	C_FREE = 0,
-	C_CTL,           /* a control connection before (or while) its request is served */
-	C_XCHG,          /* an exchange, either end */
-	C_RESOLVE,       /* the pipe of a resolver child */
+	C_CTL,     /* a control connection before (or while) its request is served */
+	C_XCHG,    /* an exchange, either end */
+	C_RESOLVE, /* the pipe of a resolver child */
 };
 
-enum conn_purpose {      /* what a client exchange is for */
-	P_NONE = 0,
-	P_POOL,              /* build our pool to a peer */
-	P_REBUILD,           /* replace broken rows */
-	P_NEWDEST,           /* rows a waiting fork request needs */
-	P_OWN,               /* a function's own QPs (held) */
+enum conn_purpose { /* what a client exchange is for */
+		    P_NONE = 0,
+		    P_POOL,    /* build our pool to a peer */
+		    P_REBUILD, /* replace broken rows */
+		    P_NEWDEST, /* rows a waiting fork request needs */
+		    P_OWN,     /* a function's own QPs (held) */
 };
 
 struct conn {
@@ -99,25 +99,25 @@ struct conn {
 	uint32_t gen;
 	int fd;
 	uint64_t opened_us;
-	uint64_t deadline_us;    /* 0: none */
-	uint32_t source;         /* IPv4 (network order), or the unix peer's pid */
+	uint64_t deadline_us; /* 0: none */
+	uint32_t source;      /* IPv4 (network order), or the unix peer's pid */
 	char addr[64];
 	/* C_CTL */
-	int waiting;             /* a fork request waits for on-demand rows */
-	int wait_conn;           /* ... from this exchange */
-	int attach;              /* a connect request's QPs: counted while it is open */
-	int attach_conn;         /* ... connected by this exchange (held), or -1 */
+	int waiting;     /* a fork request waits for on-demand rows */
+	int wait_conn;   /* ... from this exchange */
+	int attach;      /* a connect request's QPs: counted while it is open */
+	int attach_conn; /* ... connected by this exchange (held), or -1 */
 	uint32_t attach_gen;
 	struct swift_request req;
 	struct swift_plan plan;
 	uint64_t t0;
 	/* C_XCHG */
 	enum conn_purpose purpose;
-	int for_conn;            /* P_NEWDEST: the waiting control connection */
+	int for_conn; /* P_NEWDEST: the waiting control connection */
 	uint32_t for_gen;
-	int for_child;           /* P_OWN: the function's slot */
+	int for_child; /* P_OWN: the function's slot */
 	uint32_t for_child_gen;
-	int nreplacing;          /* P_REBUILD: the broken rows it replaces */
+	int nreplacing; /* P_REBUILD: the broken rows it replaces */
 	int replacing[SWIFT_X_MAX];
 	struct xconn x;
 	/* C_RESOLVE */
@@ -146,7 +146,7 @@ struct zygote {
 	struct swift_rowops rowops;
 	struct swift_waiters done;
 	struct swift_xenv xenv;
-	struct swift_xeph xeph;      /* the exchange server's ephemeral key pair */
+	struct swift_xeph xeph; /* the exchange server's ephemeral key pair */
 	sigset_t sigs;
 	int sig_fd, ctl_fd, tcp_fd, log_fd, log_sock;
 	pid_t entry_pid;

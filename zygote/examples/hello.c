@@ -20,7 +20,8 @@ int swift_main(struct swift_fn *fn, int argc, char **argv)
 	int i, rc;
 
 	for (i = 1; i < argc; i++)
-		n += (size_t)snprintf(text + n, n < sizeof(text) ? sizeof(text) - n : 0, "%s%s", i > 1 ? " " : "", argv[i]);
+		n += (size_t)snprintf(text + n, n < sizeof(text) ? sizeof(text) - n : 0, "%s%s", i > 1 ? " " : "",
+				      argv[i]);
 	if (n >= sizeof(text))
 		n = sizeof(text) - 1;
 	printf("hello from %s: \"%s\" (%d QP%s, provider %s)\n", argv[0], text, fn->nqp, fn->nqp == 1 ? "" : "s",

@@ -136,7 +136,8 @@ int main(int argc, char **argv)
 	if (argc >= 9 && !strcmp(argv[1], "flipproxy"))
 		return flipproxy(argv);
 	if (argc < 5) {
-		fprintf(stderr, "usage: hostile-client silent-ctl SOCKET N SECONDS | slow-tcp IP PORT N SECONDS INTERVAL_MS\n");
+		fprintf(stderr,
+			"usage: hostile-client silent-ctl SOCKET N SECONDS | slow-tcp IP PORT N SECONDS INTERVAL_MS\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "silent-ctl")) {

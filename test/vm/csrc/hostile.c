@@ -277,19 +277,19 @@ static int uverbs(struct swift_fn *fn)
 		if (fd == own)
 			continue;
 		{
-		memset(&q, 0, sizeof(q));
-		q.hdr.command = IB_USER_VERBS_CMD_DESTROY_QP;
-		q.hdr.in_words = (sizeof(q.hdr) + sizeof(q.cmd)) / 4;
-		q.hdr.out_words = sizeof(q.resp) / 4;
-		q.cmd.response = (uintptr_t)&q.resp;
-		q.cmd.qp_handle = 0;
-		struct stat st;
+			memset(&q, 0, sizeof(q));
+			q.hdr.command = IB_USER_VERBS_CMD_DESTROY_QP;
+			q.hdr.in_words = (sizeof(q.hdr) + sizeof(q.cmd)) / 4;
+			q.hdr.out_words = sizeof(q.resp) / 4;
+			q.cmd.response = (uintptr_t)&q.resp;
+			q.cmd.qp_handle = 0;
+			struct stat st;
 
-		/* its relay socket takes any bytes; that is not a device */
-		if (fd <= 2 || fstat(fd, &st) || S_ISSOCK(st.st_mode))
-			continue;
-		if (write(fd, &q, sizeof(q.hdr) + sizeof(q.cmd)) > 0)
-			inherited_ok++;
+			/* its relay socket takes any bytes; that is not a device */
+			if (fd <= 2 || fstat(fd, &st) || S_ISSOCK(st.st_mode))
+				continue;
+			if (write(fd, &q, sizeof(q.hdr) + sizeof(q.cmd)) > 0)
+				inherited_ok++;
 		}
 	}
 	/* its own context knows none of the zygote's handles */

@@ -72,7 +72,10 @@ int main(int argc, char **argv)
 	uint32_t replaces[8];
 	uint8_t ring[4097];
 	char err[256];
-	struct swift_rowops ops = {.ctx = &m, .create = op_create, .connect = op_connect, .destroy = op_destroy,
+	struct swift_rowops ops = {.ctx = &m,
+				   .create = op_create,
+				   .connect = op_connect,
+				   .destroy = op_destroy,
 				   .link = op_link};
 	struct swift_xenv env = {.cfg = &cfg, .keys = keys, .ops = &ops};
 	struct in_addr in;
@@ -91,7 +94,8 @@ int main(int argc, char **argv)
 	n = fd < 0 ? -1 : read(fd, ring, sizeof(ring));
 	if (fd >= 0)
 		close(fd);
-	if (n <= 0 || n > 4096 || (env.nkeys = swift_keys_parse(ring, (size_t)n, keys, SWIFT_KEYS_MAX, err, sizeof(err))) < 1) {
+	if (n <= 0 || n > 4096 ||
+	    (env.nkeys = swift_keys_parse(ring, (size_t)n, keys, SWIFT_KEYS_MAX, err, sizeof(err))) < 1) {
 		fprintf(stderr, "impostor: keyring %s unreadable\n", argv[2]);
 		return 2;
 	}

@@ -121,8 +121,12 @@ static int do_send(struct bench *b, size_t len)
 {
 	uint32_t slot = b->next_send % SLOTS;
 	struct ibv_sge sge = {(uintptr_t)send_buf(b), (uint32_t)len, b->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = WR_SEND << 32 | slot, .sg_list = &sge, .num_sge = 1,
-				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	struct ibv_send_wr wr = {.wr_id = WR_SEND << 32 | slot,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
 
 	while (b->sends_out >= SLOTS) {
 		int n = poll_once(b);
@@ -248,8 +252,9 @@ static int connect_qp(struct bench *b, const struct wire *me, const struct wire 
 	a.ah_attr.grh.sgid_index = (uint8_t)b->gid_index;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = (uint8_t)b->port;
-	if (ibv_modify_qp(b->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(b->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return die("qp to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -258,8 +263,9 @@ static int connect_qp(struct bench *b, const struct wire *me, const struct wire 
 	a.rnr_retry = 7;
 	a.sq_psn = me->psn;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(b->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(b->qp, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
 		return die("qp to RTS");
 	return 0;
 }
@@ -348,7 +354,8 @@ static int client_lat(struct bench *b, long n, size_t size)
 		return die("flush");
 	qsort(rtt, (size_t)n, sizeof(*rtt), cmp_u64);
 	printf("qpbench lat: %ld messages of %zu bytes, verified %ld, rtt median %.1f us p99 %.1f us, %.1f ms\n", n,
-	       HDR + size, ok, (double)rtt[n / 2] / 1e3, (double)rtt[(n * 99) / 100] / 1e3, (double)(now_ns() - t0) / 1e6);
+	       HDR + size, ok, (double)rtt[n / 2] / 1e3, (double)rtt[(n * 99) / 100] / 1e3,
+	       (double)(now_ns() - t0) / 1e6);
 	free(rtt);
 	free(want);
 	return ok == n ? 0 : 1;
@@ -417,12 +424,23 @@ int main(int argc, char **argv)
 	b.gid_index = 1;
 	while ((opt = getopt(argc, argv, "d:g:p:n:s:")) != -1) {
 		switch (opt) {
-		case 'd': dev = optarg; break;
-		case 'g': b.gid_index = atoi(optarg); break;
-		case 'p': port = atoi(optarg); break;
-		case 'n': n = atol(optarg); break;
-		case 's': size = (size_t)atol(optarg); break;
-		default: goto usage;
+		case 'd':
+			dev = optarg;
+			break;
+		case 'g':
+			b.gid_index = atoi(optarg);
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 'n':
+			n = atol(optarg);
+			break;
+		case 's':
+			size = (size_t)atol(optarg);
+			break;
+		default:
+			goto usage;
 		}
 	}
 	if (optind >= argc || n < 1 || size > 1 << 20)

@@ -69,8 +69,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (dev == NULL) {
-		printf("error=no RDMA device%s%s (found %d)\n", want ? " named " : "",
-		       want ? want : "", num);
+		printf("error=no RDMA device%s%s (found %d)\n", want ? " named " : "", want ? want : "", num);
 		return 1;
 	}
 	printf("device=%s\n", ibv_get_device_name(dev));
