@@ -284,12 +284,65 @@ void swift_ctl_readable(struct zygote *z, int ci)
 /* swift_ctl_fork forks the function of control connection ci: rows
  * connected on demand for it (c->plan's newdest, already ASSIGNED to no
  * one, recorded in the exchange) plus c->plan.take free rows. */
+/* fork_rows lists in rows the rows the fork request of conn ci gets: those
+ * connected on demand for it (ASSIGNED, owner -2 - ci, by the exchange's
+ * end), then free pool rows to its peer. When the pool's free rows were
+ * taken meanwhile, the on-demand ones go back and it returns -1. */
+static int fork_rows(struct zygote *z, int ci, const struct swift_plan *p, int *rows)
+{
+	int i, nrows = 0;
+
+	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++)
+		if (z->dev.rows[i].state == ROW_ASSIGNED && z->dev.rows[i].owner == -2 - ci)
+			rows[nrows++] = i;
+	for (i = 0; z->have_dev && i < z->dev.row_hwm && nrows < p->newdest + p->take; i++)
+		if (z->dev.rows[i].state == ROW_FREE && z->dev.rows[i].peer == p->peer)
+			rows[nrows++] = i;
+	if (nrows >= p->newdest + p->take)
+		return nrows;
+	for (i = 0; i < nrows; i++)
+		if (z->dev.rows[rows[i]].owner == -2 - ci) {
+			z->dev.rows[rows[i]].state = ROW_FREE;
+			z->dev.rows[rows[i]].owner = -1;
+		}
+	return -1;
+}
+
+/* forked records the function forked into slot (pid, its relay socket
+ * relay, -1 for none): the slot owns the request's connection from now on,
+ * as the function's caller, which gets the reply. */
+static void forked(struct zygote *z, int ci, int slot, pid_t pid, int relay)
+{
+	struct conn *c = &z->conns[ci];
+	struct swift_plan *p = &c->plan;
+	struct child *ch = &z->children[slot];
+
+	c->waiting = 0;
+	ch->state = CH_RUNNING;
+	if (slot >= z->child_hwm)
+		z->child_hwm = slot + 1;
+	z->dev.own_qps += ch->own; /* its own QPs count against the limit until it is reaped */
+	ch->refusals = 0;
+	ch->pid = pid;
+	ch->relay_fd = relay;
+	if (relay >= 0)
+		fcntl(relay, F_SETFL, O_NONBLOCK);
+	ch->caller_gone_us = 0;
+	ch->kill_at_us = 0;
+	ch->client_fd = c->fd;
+	reply(c->fd, 0, pid, ch->nrows + p->own, p->newdest + p->own, swift_now_us() - c->t0, NULL);
+	c->fd = -1;
+	swift_conn_close(z, ci);
+	if (p->newdest)
+		z->status_dirty = 1;
+}
+
 void swift_ctl_fork(struct zygote *z, int ci)
 {
 	struct conn *c = &z->conns[ci];
 	struct swift_plan *p = &c->plan;
 	struct child *ch;
-	int slot = free_slot(z), i, sp[2] = {-1, -1}, nrows = 0, rows[SWIFT_MAX_QPS];
+	int slot = free_slot(z), i, sp[2] = {-1, -1}, nrows, rows[SWIFT_MAX_QPS];
 	pid_t pid;
 
 	/* c->waiting stays set until the fork: every refusal below closes the
@@ -298,20 +351,8 @@ void swift_ctl_fork(struct zygote *z, int ci)
 		refuse_conn(z, ci, EAGAIN, "too many functions running");
 		return;
 	}
-	/* rows connected on demand for this request were marked ASSIGNED
-	 * with owner -2 - ci by the exchange glue */
-	for (i = 0; z->have_dev && i < z->dev.row_hwm; i++)
-		if (z->dev.rows[i].state == ROW_ASSIGNED && z->dev.rows[i].owner == -2 - ci)
-			rows[nrows++] = i;
-	for (i = 0; z->have_dev && i < z->dev.row_hwm && nrows < p->newdest + p->take; i++)
-		if (z->dev.rows[i].state == ROW_FREE && z->dev.rows[i].peer == p->peer)
-			rows[nrows++] = i;
-	if (nrows < p->newdest + p->take) {
-		for (i = 0; i < nrows; i++)
-			if (z->dev.rows[rows[i]].owner == -2 - ci) {
-				z->dev.rows[rows[i]].state = ROW_FREE;
-				z->dev.rows[rows[i]].owner = -1;
-			}
+	nrows = fork_rows(z, ci, p, rows);
+	if (nrows < 0) {
 		refuse_conn(z, ci, EBUSY, "the pool's free QPs were taken while connecting; try again");
 		return;
 	}
@@ -359,25 +400,7 @@ void swift_ctl_fork(struct zygote *z, int ci)
 		refuse_conn(z, ci, EAGAIN, err);
 		return;
 	}
-	c->waiting = 0;
-	ch->state = CH_RUNNING;
-	if (slot >= z->child_hwm)
-		z->child_hwm = slot + 1;
-	z->dev.own_qps += ch->own; /* its own QPs count against the limit until it is reaped */
-	ch->refusals = 0;
-	ch->pid = pid;
-	ch->relay_fd = sp[0];
-	if (sp[0] >= 0)
-		fcntl(sp[0], F_SETFL, O_NONBLOCK);
-	ch->caller_gone_us = 0;
-	ch->kill_at_us = 0;
-	/* the connection is now the function's caller: the child slot owns it */
-	ch->client_fd = c->fd;
-	reply(c->fd, 0, pid, nrows + p->own, p->newdest + p->own, swift_now_us() - c->t0, NULL);
-	c->fd = -1;
-	swift_conn_close(z, ci);
-	if (p->newdest)
-		z->status_dirty = 1;
+	forked(z, ci, slot, pid, sp[0]);
 }
 
 static void own_reply(int fd, uint32_t status, int n, const struct swift_qpinfo *q)
