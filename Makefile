@@ -66,7 +66,7 @@ lint:
 	cd tools && $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	$(GOLANGCI_LINT) run ./...
 	@command -v clang-format >/dev/null || { echo "lint: clang-format is missing (make deps installs it)"; exit 1; }
-	clang-format --dry-run --Werror $(CFILES)
+	@echo "clang-format --dry-run --Werror ($(words $(CFILES)) C files)"; clang-format --dry-run --Werror $(CFILES)
 
 unit: lint
 	$(GO) test -count=1 -tags e2e $(UNIT_PKGS)
