@@ -246,7 +246,8 @@ func TestPlanOrder(t *testing.T) {
 		t.Fatalf("modifier order %q, want %q", got, want)
 	}
 
-	// The zygote, when asked for, comes last; the whole chain stays idempotent.
+	// The zygote, when asked for, comes last (no verbs cache in the node's
+	// description here); the whole chain stays idempotent.
 	node := roomyNode()
 	node.Zygote = &Zygote{BinDir: "/usr/local/lib/swift", ConfPath: "/run/b/swift-pool.conf"}
 	c, err = Plan(cfg, annotations.Options{}, node)

@@ -79,7 +79,7 @@ func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, *key
 	return editBundle(ctx, r.Bundle, Node{CgroupRoot: "/sys/fs/cgroup", ConfigPath: cfgPath})
 }
 
-// Node says where editBundle looks at the node.
+// Node says where editBundle finds the node's Swift config and cgroups.
 type Node struct {
 	// CgroupRoot is where cgroup hierarchies are mounted (/sys/fs/cgroup).
 	CgroupRoot string
@@ -337,8 +337,8 @@ func hookPath(cfg config.Config) (string, error) {
 // commit applies d: it edits the spec and checks the result, takes the
 // container's lease (against the tenant's node-wide quota) before anything
 // is written, then writes the lease's copy, the zygote's pool description
-// and the spec. On error nothing is left: the lease goes back and the
-// files go.
+// and the spec (config.json last, replaced whole). On error the lease goes
+// back and the files it wrote go; config.json is as it was.
 func commit(ctx context.Context, req *createRequest, d *decision) (_ *leaseRef, retErr error) {
 	for _, w := range d.warnings {
 		log.G(ctx).Warn("swift: " + w)
@@ -355,7 +355,8 @@ func commit(ctx context.Context, req *createRequest, d *decision) (_ *leaseRef, 
 		return nil, err
 	}
 	defer func() {
-		if retErr != nil {
+		if retErr != nil && lease != nil {
+			os.Remove(filepath.Join(req.bundle, ledger.BundleFile))
 			lease.release(ctx)
 		}
 	}()

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -281,6 +282,33 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	// tenant a's container.qps (8) is the charge and the zygote's limit
 	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 8 || ls[0].Tenant != "a" {
 		t.Errorf("leases %+v, want one of tenant a with 8 QPs", ls)
+	}
+}
+
+// TestEditBundlePolicyWriteFails: when a file cannot be written once the
+// lease is taken (the pool description, here a directory in its place),
+// Create fails and leaves nothing: the lease goes back, the lease's copy
+// in the bundle goes, config.json is as it was.
+func TestEditBundlePolicyWriteFails(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg, state, _ := n.policyConfig(t, testPolicy)
+	ann := map[string]string{annotations.RDMA: "true", annotations.Zygote: "true", policy.CRISandboxNamespace: "team-a"}
+	bundle, orig := writeBundle(t, testSpec(ann))
+	if err := os.Mkdir(filepath.Join(bundle, PoolFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := EditBundle(callerCtx(ann), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	if err == nil || !strings.Contains(err.Error(), "write pool description") {
+		t.Fatalf("EditBundle = %v, want the pool description's write error", err)
+	}
+	if ls := leasesIn(t, state); len(ls) != 0 {
+		t.Errorf("a failed Create left %d lease(s) in the ledger", len(ls))
+	}
+	if _, err := os.Stat(filepath.Join(bundle, ledger.BundleFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed Create left the lease's copy in the bundle (%v)", err)
+	}
+	if _, b := readBundle(t, bundle); !bytes.Equal(b, orig) {
+		t.Errorf("config.json changed:\n%s", b)
 	}
 }
 

@@ -35,7 +35,8 @@ type tenancy struct {
 
 // decideTenancy loads the policy (fail closed: a malformed one is an
 // error), resolves the container's tenant from its caller, and checks its
-// request against the tenant. It has no side effects.
+// request against the tenant. It changes nothing outside req (where it
+// keeps the policy it loaded).
 //
 // inv is the devices the container may have: the node's, or only those
 // allocated to it (req.alloc). Allocated devices must each be the

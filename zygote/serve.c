@@ -192,6 +192,36 @@ static int free_slot(struct zygote *z)
 
 static void ctl_connect(struct zygote *z, int ci);
 
+/* wait_for_rows has the fork request of conn ci wait for rows connected
+ * on demand to its peer (a dial for them, P_NEWDEST), or refuses it when
+ * too many wait already or the dial cannot start. */
+static void wait_for_rows(struct zygote *z, int ci)
+{
+	struct conn *c = &z->conns[ci];
+	int xc, waiting = 0;
+	char err[256];
+
+	for (xc = 0; xc < z->conn_hwm; xc++)
+		waiting += z->conns[xc].kind == C_CTL && z->conns[xc].waiting;
+	if (waiting >= SWIFT_WAITING_MAX) {
+		snprintf(err, sizeof(err), "%d requests already wait for QPs on demand", waiting);
+		refuse_conn(z, ci, EAGAIN, err);
+		return;
+	}
+	xc = swift_dial_peer(z, c->plan.peer, P_NEWDEST, c->plan.newdest, 0, NULL, NULL);
+	if (xc < 0) {
+		snprintf(err, sizeof(err), "no free QP to %s and connecting on demand failed: %s",
+			 z->cfg.peers[c->plan.peer].name, strerror(errno));
+		refuse_conn(z, ci, ECONNREFUSED, err);
+		return;
+	}
+	z->conns[xc].for_conn = ci;
+	z->conns[xc].for_gen = c->gen;
+	c->waiting = 1;
+	c->wait_conn = xc;
+	c->deadline_us = swift_now_us() + SWIFT_X_DEADLINE_US + 1000000;
+}
+
 void swift_ctl_readable(struct zygote *z, int ci)
 {
 	struct conn *c = &z->conns[ci];
@@ -254,28 +284,7 @@ void swift_ctl_readable(struct zygote *z, int ci)
 	if (c->plan.newdest > 0) {
 		/* new destination: connect on demand, then fork; the loop goes
 		 * on meanwhile */
-		int xc, waiting = 0;
-
-		for (xc = 0; xc < z->conn_hwm; xc++)
-			waiting += z->conns[xc].kind == C_CTL && z->conns[xc].waiting;
-		if (waiting >= SWIFT_WAITING_MAX) {
-			snprintf(err, sizeof(err), "%d requests already wait for QPs on demand", waiting);
-			refuse_conn(z, ci, EAGAIN, err);
-			return;
-		}
-		xc = swift_dial_peer(z, c->plan.peer, P_NEWDEST, c->plan.newdest, 0, NULL, NULL);
-
-		if (xc < 0) {
-			snprintf(err, sizeof(err), "no free QP to %s and connecting on demand failed: %s",
-				 z->cfg.peers[c->plan.peer].name, strerror(errno));
-			refuse_conn(z, ci, ECONNREFUSED, err);
-			return;
-		}
-		z->conns[xc].for_conn = ci;
-		z->conns[xc].for_gen = c->gen;
-		c->waiting = 1;
-		c->wait_conn = xc;
-		c->deadline_us = swift_now_us() + SWIFT_X_DEADLINE_US + 1000000;
+		wait_for_rows(z, ci);
 		return;
 	}
 	swift_ctl_fork(z, ci);
@@ -496,6 +505,75 @@ static void refused(struct zygote *z, struct child *c, const char *why)
 		zlog(z, "function pid %d: %s; refused", (int)c->pid, why);
 }
 
+/* relay_ops rings the doorbells function slot asked for in m, on the rows
+ * it holds: consecutive sends on one row as one chain, one doorbell.
+ * Operations on rows it does not hold are refused, and logged. */
+static void relay_ops(struct zygote *z, int slot, const struct swift_relay_msg *m)
+{
+	struct child *c = &z->children[slot];
+	uint32_t i, nrefused = 0, failed = 0, first = 0, slots[SWIFT_SEND_SLOTS], lens[SWIFT_SEND_SLOTS];
+	int rc = 0, chain = 0, chain_row = -1;
+	char err[256];
+
+	for (i = 0; i <= m->n; i++) {
+		const struct swift_relay_op *o = i < m->n ? &m->ops[i] : NULL;
+		int ok = o && z->have_dev && z->dev.share == SHARE_RELAY && swift_relay_may_post(&z->dev, slot, o->row);
+
+		if (chain && (!ok || o->op != SWIFT_OP_SEND || (int)o->row != chain_row || chain == SWIFT_SEND_SLOTS)) {
+			rc = swift_row_post_sends(&z->dev, chain_row, slots, lens, chain);
+			failed += rc != 0 ? (uint32_t)chain : 0;
+			chain = 0;
+		}
+		if (!o)
+			break;
+		if (!ok) {
+			if (!nrefused++)
+				first = o->row;
+			continue;
+		}
+		if (o->op == SWIFT_OP_SEND) {
+			chain_row = (int)o->row;
+			slots[chain] = o->slot;
+			lens[chain++] = o->len;
+		} else if ((rc = swift_row_post_recv(&z->dev, (int)o->row, o->slot))) {
+			failed++;
+		}
+	}
+	if (nrefused) {
+		snprintf(err, sizeof(err), "asked for %u operation(s) on QPs it does not hold (first: qp %u)", nrefused,
+			 first);
+		refused(z, c, err);
+	}
+	if (failed)
+		zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid, failed, strerror(rc));
+}
+
+/* relay_own dials the peer for the QPs function slot built on its own
+ * (m: their records), once, for the count its request asked; the answer
+ * comes when the exchange ends (swift_relay_own_done). */
+static void relay_own(struct zygote *z, int slot, const struct swift_relay_msg *m)
+{
+	struct child *c = &z->children[slot];
+	char err[256];
+
+	if (!c->own || c->own_asked || (int)m->n != c->own) {
+		snprintf(err, sizeof(err), "asked to connect %u QPs of its own (it may ask once, for %d)", m->n,
+			 c->own);
+		refused(z, c, err);
+		own_reply(c->relay_fd, EPERM, 0, NULL);
+		return;
+	}
+	c->own_asked = 1;
+	c->own_conn = swift_dial_peer(z, c->own_peer, P_OWN, (int)m->n, SWIFT_X_HELD, m->qp, NULL);
+	if (c->own_conn < 0) {
+		own_reply(c->relay_fd, (uint32_t)errno, 0, NULL);
+		return;
+	}
+	z->conns[c->own_conn].for_child = slot;
+	z->conns[c->own_conn].for_child_gen = c->gen;
+	c->own_conn_gen = z->conns[c->own_conn].gen;
+}
+
 void swift_relay_readable(struct zygote *z, int slot)
 {
 	struct child *c = &z->children[slot];
@@ -506,7 +584,6 @@ void swift_relay_readable(struct zygote *z, int slot)
 	struct swift_relay_msg m;
 	char err[256];
 	int budget = 64;
-	uint32_t i;
 
 	/* a burst of operations is served together; a flood waits its turn */
 	while (budget-- > 0 && c->relay_fd >= 0) {
@@ -526,65 +603,10 @@ void swift_relay_readable(struct zygote *z, int slot)
 			refused(z, c, err);
 			continue;
 		}
-		if (m.type == SWIFT_RELAY_OPS) {
-			uint32_t nrefused = 0, failed = 0, first = 0, slots[SWIFT_SEND_SLOTS], lens[SWIFT_SEND_SLOTS];
-			int rc = 0, chain = 0, chain_row = -1;
-
-			/* consecutive sends on one row go as one chain, one doorbell */
-			for (i = 0; i <= m.n; i++) {
-				struct swift_relay_op *o = i < m.n ? &m.ops[i] : NULL;
-				int ok = o && z->have_dev && z->dev.share == SHARE_RELAY &&
-					 swift_relay_may_post(&z->dev, slot, o->row);
-
-				if (chain && (!ok || o->op != SWIFT_OP_SEND || (int)o->row != chain_row ||
-					      chain == SWIFT_SEND_SLOTS)) {
-					rc = swift_row_post_sends(&z->dev, chain_row, slots, lens, chain);
-					failed += rc != 0 ? (uint32_t)chain : 0;
-					chain = 0;
-				}
-				if (!o)
-					break;
-				if (!ok) {
-					if (!nrefused++)
-						first = o->row;
-					continue;
-				}
-				if (o->op == SWIFT_OP_SEND) {
-					chain_row = (int)o->row;
-					slots[chain] = o->slot;
-					lens[chain++] = o->len;
-				} else if ((rc = swift_row_post_recv(&z->dev, (int)o->row, o->slot))) {
-					failed++;
-				}
-			}
-			if (nrefused) {
-				snprintf(err, sizeof(err),
-					 "asked for %u operation(s) on QPs it does not hold (first: qp %u)", nrefused,
-					 first);
-				refused(z, c, err);
-			}
-			if (failed)
-				zlog(z, "function pid %d: %u operation(s) could not be posted (%s)", (int)c->pid,
-				     failed, strerror(rc));
-			continue;
-		}
-		/* SWIFT_RELAY_OWN: once, for the count the request asked */
-		if (!c->own || c->own_asked || (int)m.n != c->own) {
-			snprintf(err, sizeof(err), "asked to connect %u QPs of its own (it may ask once, for %d)", m.n,
-				 c->own);
-			refused(z, c, err);
-			own_reply(c->relay_fd, EPERM, 0, NULL);
-			continue;
-		}
-		c->own_asked = 1;
-		c->own_conn = swift_dial_peer(z, c->own_peer, P_OWN, (int)m.n, SWIFT_X_HELD, m.qp, NULL);
-		if (c->own_conn < 0) {
-			own_reply(c->relay_fd, (uint32_t)errno, 0, NULL);
-			continue;
-		}
-		z->conns[c->own_conn].for_child = slot;
-		z->conns[c->own_conn].for_child_gen = c->gen;
-		c->own_conn_gen = z->conns[c->own_conn].gen;
+		if (m.type == SWIFT_RELAY_OPS)
+			relay_ops(z, slot, &m);
+		else /* SWIFT_RELAY_OWN */
+			relay_own(z, slot, &m);
 	}
 }
 
