@@ -133,12 +133,9 @@ int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr)
 	return 0;
 }
 
-int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen)
+/* cfg_defaults: the description before its file is read. */
+static void cfg_defaults(struct swift_cfg *c)
 {
-	char line[1024];
-	int lineno = 0;
-	FILE *f;
-
 	memset(c, 0, sizeof(*c));
 	strcpy(c->name, "zygote");
 	strcpy(c->tenant, "default");
@@ -150,7 +147,85 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 	strcpy(c->socket_path, "/run/swift/zygote.sock");
 	c->msg_size = 4096;
 	c->allow_new_dest = 1;
+}
 
+/* parse_peer adds the peer of a "peer NAME HOST:PORT" line (v: what
+ * follows the key); 1 when it is bad, a name seen already, or one too
+ * many. */
+static int parse_peer(struct swift_cfg *c, char *v)
+{
+	struct swift_peer *p;
+	char *addr = v;
+	int bad;
+
+	if (c->npeers == SWIFT_MAX_PEERS)
+		return 1;
+	p = &c->peers[c->npeers];
+	while (*addr && !isspace((unsigned char)*addr))
+		addr++;
+	if (*addr)
+		*addr++ = 0;
+	while (isspace((unsigned char)*addr))
+		addr++;
+	bad = copy(p->name, sizeof(p->name), v) || !*p->name || !printable(p->name) ||
+	      swift_find_peer(c, p->name) >= 0 || swift_parse_hostport(addr, p->host, sizeof(p->host), &p->port);
+	if (!bad)
+		c->npeers++;
+	return bad;
+}
+
+/* cfg_set sets key k to v: 0, 1 for a bad value, -1 for an unknown key. */
+static int cfg_set(struct swift_cfg *c, const char *k, char *v)
+{
+	long n;
+	int bad;
+
+	if (!strcmp(k, "name"))
+		bad = copy(c->name, sizeof(c->name), v) || !*v || !printable(v);
+	else if (!strcmp(k, "tenant"))
+		bad = copy(c->tenant, sizeof(c->tenant), v) || !*v || !printable(v);
+	else if (!strcmp(k, "device"))
+		bad = copy(c->device, sizeof(c->device), v);
+	else if (!strcmp(k, "port"))
+		bad = number(v, 1, 255, &n) || ((c->port = (int)n), 0);
+	else if (!strcmp(k, "gid_index"))
+		bad = number(v, -1, 255, &n) || ((c->gid_index = (int)n), 0);
+	else if (!strcmp(k, "pool"))
+		bad = number(v, 0, SWIFT_MAX_QPS, &n) || ((c->pool = (int)n), 0);
+	else if (!strcmp(k, "msg_size"))
+		bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
+	else if (!strcmp(k, "new_dest"))
+		bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
+	else if (!strcmp(k, "qp_limit"))
+		bad = number(v, 1, 1 << 24, &n) || ((c->qp_limit = (int)n), 0);
+	else if (!strcmp(k, "remote_access"))
+		bad = number(v, 0, 1, &n) || ((c->remote_access = (int)n), 0);
+	else if (!strcmp(k, "function_uids"))
+		bad = number(v, 1, 0xfffffffeL - SWIFT_MAX_CHILDREN, &n) || ((c->function_uid_base = (uint32_t)n), 0);
+	else if (!strcmp(k, "listen"))
+		bad = swift_parse_hostport(v, c->listen_host, sizeof(c->listen_host), &c->listen_port);
+	else if (!strcmp(k, "socket"))
+		bad = copy(c->socket_path, sizeof(c->socket_path), v);
+	else if (!strcmp(k, "key_file"))
+		bad = copy(c->key_file, sizeof(c->key_file), v);
+	else if (!strcmp(k, "key_pipe"))
+		bad = number(v, 3, 1023, &n) || ((c->key_pipe = (int)n), 0);
+	else if (!strcmp(k, "accept"))
+		bad = parse_accept(c, v);
+	else if (!strcmp(k, "peer"))
+		bad = parse_peer(c, v);
+	else
+		return -1;
+	return bad != 0;
+}
+
+int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen)
+{
+	char line[1024];
+	int lineno = 0;
+	FILE *f;
+
+	cfg_defaults(c);
 	f = fopen(path, "r");
 	if (!f) {
 		snprintf(err, errlen, "open %s: %s", path, strerror(errno));
@@ -158,8 +233,7 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 	}
 	while (fgets(line, sizeof(line), f)) {
 		char *k = line, *v, *nl;
-		long n;
-		int bad = 0;
+		int rc;
 
 		lineno++;
 		if ((nl = strchr(line, '\n')))
@@ -175,66 +249,12 @@ int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errl
 			*v++ = 0;
 		while (isspace((unsigned char)*v))
 			v++;
-		if (!strcmp(k, "name"))
-			bad = copy(c->name, sizeof(c->name), v) || !*v || !printable(v);
-		else if (!strcmp(k, "tenant"))
-			bad = copy(c->tenant, sizeof(c->tenant), v) || !*v || !printable(v);
-		else if (!strcmp(k, "device"))
-			bad = copy(c->device, sizeof(c->device), v);
-		else if (!strcmp(k, "port"))
-			bad = number(v, 1, 255, &n) || ((c->port = (int)n), 0);
-		else if (!strcmp(k, "gid_index"))
-			bad = number(v, -1, 255, &n) || ((c->gid_index = (int)n), 0);
-		else if (!strcmp(k, "pool"))
-			bad = number(v, 0, SWIFT_MAX_QPS, &n) || ((c->pool = (int)n), 0);
-		else if (!strcmp(k, "msg_size"))
-			bad = number(v, 64, 1 << 20, &n) || ((c->msg_size = (size_t)n), 0);
-		else if (!strcmp(k, "new_dest"))
-			bad = number(v, 0, 1, &n) || ((c->allow_new_dest = (int)n), 0);
-		else if (!strcmp(k, "qp_limit"))
-			bad = number(v, 1, 1 << 24, &n) || ((c->qp_limit = (int)n), 0);
-		else if (!strcmp(k, "remote_access"))
-			bad = number(v, 0, 1, &n) || ((c->remote_access = (int)n), 0);
-		else if (!strcmp(k, "function_uids"))
-			bad = number(v, 1, 0xfffffffeL - SWIFT_MAX_CHILDREN, &n) ||
-			      ((c->function_uid_base = (uint32_t)n), 0);
-		else if (!strcmp(k, "listen"))
-			bad = swift_parse_hostport(v, c->listen_host, sizeof(c->listen_host), &c->listen_port);
-		else if (!strcmp(k, "socket"))
-			bad = copy(c->socket_path, sizeof(c->socket_path), v);
-		else if (!strcmp(k, "key_file"))
-			bad = copy(c->key_file, sizeof(c->key_file), v);
-		else if (!strcmp(k, "key_pipe"))
-			bad = number(v, 3, 1023, &n) || ((c->key_pipe = (int)n), 0);
-		else if (!strcmp(k, "accept"))
-			bad = parse_accept(c, v);
-		else if (!strcmp(k, "peer")) {
-			struct swift_peer *p;
-			char *addr = v;
-
-			if (c->npeers == SWIFT_MAX_PEERS) {
-				bad = 1;
-			} else {
-				p = &c->peers[c->npeers];
-				while (*addr && !isspace((unsigned char)*addr))
-					addr++;
-				if (*addr)
-					*addr++ = 0;
-				while (isspace((unsigned char)*addr))
-					addr++;
-				bad = copy(p->name, sizeof(p->name), v) || !*p->name || !printable(p->name) ||
-				      swift_find_peer(c, p->name) >= 0 ||
-				      swift_parse_hostport(addr, p->host, sizeof(p->host), &p->port);
-				if (!bad)
-					c->npeers++;
-			}
-		} else {
-			snprintf(err, errlen, "%s:%d: unknown key %s", path, lineno, k);
-			fclose(f);
-			return -1;
-		}
-		if (bad) {
-			snprintf(err, errlen, "%s:%d: bad value for %s: %s", path, lineno, k, v);
+		rc = cfg_set(c, k, v);
+		if (rc) {
+			if (rc < 0)
+				snprintf(err, errlen, "%s:%d: unknown key %s", path, lineno, k);
+			else
+				snprintf(err, errlen, "%s:%d: bad value for %s: %s", path, lineno, k, v);
 			fclose(f);
 			return -1;
 		}

@@ -248,6 +248,14 @@ static void test_config(void)
 		"qp_limit 0\n",
 		"qp_limit -1\n",
 		"qp_limit 16777217\n",
+		"device rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0\n",
+		"socket "
+		"/run/swift/a-socket-path-that-goes-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-"
+		"and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-"
+		"on-and-"
+		"on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-and-on-"
+		"and-on-"
+		"and-on\n",
 	};
 	size_t i;
 
@@ -298,8 +306,11 @@ static void test_config(void)
 		int rc = load(bad[i], &c, err, sizeof(err));
 		char what[1024];
 
+		/* the one unknown key says so; every other line names its bad value */
+		const char *want = strncmp(bad[i], "colour", 6) ? "bad value for " : "unknown key colour";
+
 		snprintf(what, sizeof(what), "refuses %.*s (%s)", (int)strcspn(bad[i], "\n"), bad[i], err);
-		check(rc != 0 && strstr(err, ":1:") != NULL, what);
+		check(rc != 0 && strstr(err, ":1:") != NULL && strstr(err, want) != NULL, what);
 	}
 	check(swift_cfg_load(&c, "/nonexistent/pool.conf", err, sizeof(err)) != 0 && strstr(err, "nonexistent"),
 	      "missing file named");
