@@ -1151,7 +1151,9 @@ EOF
 	inuse() { zexec q1 /.swift/bin/swift-run --status | sed -n 's|^qps in_use \([0-9]*\) limit \([0-9]*\)$|\1/\2|p'; }
 	fact inuse_pool "$(inuse)"
 	fact objects_pool "$(objects)"
-	zexec q1 /.swift/bin/swift-run --peer q2 --own --qps 2 -- sleep 8000 >"$W/own2.log" 2>&1 &
+	# the function outlives every measurement below, even on a slow host
+	# (8 s was not enough when the refusals took that long)
+	zexec q1 /.swift/bin/swift-run --peer q2 --own --qps 2 -- sleep 20000 >"$W/own2.log" 2>&1 &
 	fpid=$!
 	i=0
 	while [ "$(inuse)" != "4/4" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
