@@ -24,8 +24,8 @@ BENCH_RUNS ?= 20
 # runs of each mode in the VM benchmarks (fork-bench, verbs-bench, x-bench)
 VM_BENCH_RUNS ?= 30
 GOFILES = $(shell git ls-files -co --exclude-standard '*.go')
-# the C of the zygote, the preload and the VM's test programs (.clang-format)
-CFILES = $(shell git ls-files -co --exclude-standard 'zygote/*.[ch]' 'preload/*.[ch]' 'test/vm/csrc/*.[ch]')
+# the C of the zygote, the preload, the VM's test programs and probes (.clang-format)
+CFILES = $(shell git ls-files -co --exclude-standard 'zygote/*.[ch]' 'preload/*.[ch]' 'test/vm/csrc/*.[ch]' 'test/vm/probes/*.[ch]')
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
 
 export SWIFT_BIN := $(BIN)
