@@ -334,43 +334,19 @@ static void own_ask(struct zygote *z, const struct child *me, int relay, const u
 /* own_connect takes q to RTR and RTS toward the peer's record r. */
 static void own_connect(const struct swift_dev *d, struct swift_qp *q, const uint8_t *r)
 {
-	uint32_t rqpn, rpsn;
-	uint16_t rlid;
-	struct ibv_qp_attr a;
+	struct swift_qpinfo remote;
 
-	memcpy(&rqpn, r, 4);
-	memcpy(&rpsn, r + 4, 4);
-	memcpy(&rlid, r + 8, 2);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = d->mtu;
-	a.dest_qp_num = rqpn;
-	a.rq_psn = rpsn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, r + 12, 16);
-	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.dlid = rlid;
-	a.ah_attr.port_num = (uint8_t)d->port;
-	if (ibv_modify_qp(q->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	memset(&remote, 0, sizeof(remote));
+	memcpy(&remote.qpn, r, 4);
+	memcpy(&remote.psn, r + 4, 4);
+	memcpy(&remote.lid, r + 8, 2);
+	memcpy(remote.gid, r + 12, 16);
+	if (swift_qp_rtr(d, q->qp, &remote))
 		die(125, "own QPs: modify to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = q->remote_rkey;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(q->qp, &a,
-			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				  IBV_QP_MAX_QP_RD_ATOMIC))
+	if (swift_qp_rts(q->qp, q->remote_rkey))
 		die(125, "own QPs: modify to RTS");
 	q->remote_rkey = 0;
-	q->remote_qpn = rqpn;
+	q->remote_qpn = remote.qpn;
 }
 
 /* own_qps builds the function's own QPs on a device context it opens

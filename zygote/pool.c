@@ -390,27 +390,32 @@ static int to_init(struct swift_dev *d, struct pool_row *r)
 	return ibv_modify_qp(r->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-static int to_rts(struct swift_dev *d, struct pool_row *r, uint32_t rq_psn, uint32_t sq_psn)
+int swift_qp_rtr(const struct swift_dev *d, struct ibv_qp *qp, const struct swift_qpinfo *remote)
 {
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = d->mtu;
-	a.dest_qp_num = r->remote.qpn;
-	a.rq_psn = rq_psn;
+	a.dest_qp_num = remote->qpn;
+	a.rq_psn = remote->psn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, r->remote.gid, 16);
+	memcpy(a.ah_attr.grh.dgid.raw, remote->gid, 16);
 	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
 	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.dlid = r->remote.lid;
+	a.ah_attr.dlid = remote->lid;
 	a.ah_attr.port_num = (uint8_t)d->port;
-	if (ibv_modify_qp(r->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+int swift_qp_rts(struct ibv_qp *qp, uint32_t sq_psn)
+{
+	struct ibv_qp_attr a;
+
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
@@ -418,9 +423,15 @@ static int to_rts(struct swift_dev *d, struct pool_row *r, uint32_t rq_psn, uint
 	a.rnr_retry = 7;
 	a.sq_psn = sq_psn;
 	a.max_rd_atomic = 1;
-	return ibv_modify_qp(r->qp, &a,
+	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* to_rts connects row r to its remote (r->remote): RTR, then RTS. */
+static int to_rts(struct swift_dev *d, struct pool_row *r)
+{
+	return swift_qp_rtr(d, r->qp, &r->remote) || swift_qp_rts(r->qp, r->psn) ? -1 : 0;
 }
 
 /* claim_row takes an empty row of the table for peer, or -1 with err and
@@ -614,7 +625,7 @@ int swift_row_connect(struct swift_dev *d, int row, const struct swift_qpinfo *r
 	struct pool_row *r = &d->rows[row];
 
 	r->remote = *remote;
-	return to_rts(d, r, remote->psn, r->psn);
+	return to_rts(d, r);
 }
 
 void swift_row_destroy(struct swift_dev *d, int row)
@@ -804,7 +815,7 @@ int swift_row_reclaim_step(struct swift_dev *d, int row)
 			return now < r->deadline_us ? 0 : -1;
 		memset(&a, 0, sizeof(a));
 		a.qp_state = IBV_QPS_RESET;
-		if (ibv_modify_qp(r->qp, &a, IBV_QP_STATE) || to_init(d, r) || to_rts(d, r, r->remote.psn, r->psn))
+		if (ibv_modify_qp(r->qp, &a, IBV_QP_STATE) || to_init(d, r) || to_rts(d, r))
 			return -1;
 		if (drain(d, row, &errors, 0) < 0)
 			return -1;

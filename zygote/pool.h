@@ -104,6 +104,12 @@ void swift_dev_close(struct swift_dev *d);
  * qpinfo in *out; -1 and err on failure, nothing left behind. */
 int swift_row_create(struct swift_dev *d, int peer, struct swift_qpinfo *out, char *err, size_t errlen);
 int swift_row_connect(struct swift_dev *d, int row, const struct swift_qpinfo *remote);
+/* swift_qp_rtr takes qp (in INIT) to RTR toward remote (its qpn, psn, lid
+ * and gid) through d's port and GID; swift_qp_rts takes it on to RTS,
+ * sending from sq_psn. Each returns ibv_modify_qp's result. Pool rows and
+ * a function's own QPs are connected alike. */
+int swift_qp_rtr(const struct swift_dev *d, struct ibv_qp *qp, const struct swift_qpinfo *remote);
+int swift_qp_rts(struct ibv_qp *qp, uint32_t sq_psn);
 void swift_row_destroy(struct swift_dev *d, int row);
 int swift_rows(const struct swift_dev *d, int peer, enum row_state st);
 /* Keep a FREE row's receive ring full; -1 when its QP is in error. */
