@@ -490,9 +490,12 @@ zdiag() {
 
 # sniffed STATUS PEER FILE: what a sniffer's FILE (test/vm/csrc/sniff.c)
 # read of the QPs STATUS lists with PEER: exchange_qpn_seen counts the QP
-# numbers found in the exchange's TCP payloads (as they would be put there
-# in the clear: 4 bytes little endian), roce_seen whether a RoCE packet
-# to one of them was read.
+# numbers found in the exchange's TCP payloads as a QP record would put
+# them there in the clear (at a byte boundary, 4 bytes little endian, then
+# the QP's PSN, which is never zero), roce_seen whether a RoCE packet to
+# one of them was read. A small QPN's bytes then three zero bytes also
+# occur where a MAC's last byte meets the zero link proof of a first
+# exchange: that is not a QP record.
 sniffed() {
 	qpns=$(echo "$1" | sed -n "s/^qp [0-9]* peer $2 qpn \([0-9]*\) remote \([0-9]*\).*/\1 \2/p" | tr '\n' ' ')
 	echo "QPNs with $2: $qpns"
@@ -500,7 +503,10 @@ sniffed() {
 	roce=0
 	for q in $qpns; do
 		le=$(printf '%02x%02x%02x00' $((q & 255)) $((q >> 8 & 255)) $((q >> 16 & 255)))
-		n=$(grep '^tcp ' "$3" | awk '{print $4}' | grep -c "$le")
+		n=$(grep '^tcp ' "$3" | awk -v le="$le" '{
+			for (i = 1; i + 15 <= length($4); i += 2)
+				if (substr($4, i, 8) == le && substr($4, i + 8, 8) != "00000000") n++
+		} END { print n + 0 }')
 		[ "$n" -gt 0 ] && echo "QPN $q ($le) read in the exchange"
 		seen=$((seen + n))
 		roce=$((roce + $(grep -c "^bth $q " "$3")))
