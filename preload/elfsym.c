@@ -44,6 +44,8 @@ int swv_elf_find(const char *prefix, struct swv_elf *e)
 			continue;
 		memset(e, 0, sizeof(*e));
 		e->base = m->l_addr;
+		e->dyn = m->l_ld;
+		e->path = m->l_name;
 		for (d = m->l_ld; d->d_tag != DT_NULL; d++) {
 			switch (d->d_tag) {
 			case DT_SYMTAB:
@@ -63,6 +65,18 @@ int swv_elf_find(const char *prefix, struct swv_elf *e)
 		return e->symtab && e->strtab && e->gnuhash ? 0 : -2;
 	}
 	return -1;
+}
+
+const char *swv_elf_name(const void *dyn)
+{
+	struct link_map *m;
+
+	if (!&_r_debug)
+		return NULL;
+	for (m = _r_debug.r_map; m; m = m->l_next)
+		if ((const void *)m->l_ld == dyn)
+			return m->l_name ? m->l_name : "";
+	return NULL;
 }
 
 static uint32_t gnu_hash(const char *s)

@@ -21,6 +21,8 @@ struct swv_elf {
 	const char *strtab;
 	const uint32_t *gnuhash; /* DT_GNU_HASH */
 	const uint16_t *versym;  /* DT_VERSYM, or NULL */
+	const void *dyn;         /* its dynamic section (the loader's l_ld) */
+	const char *path;        /* the file it was loaded from */
 };
 
 /* swv_elf_find fills e for the first loaded object whose file name starts
@@ -28,6 +30,11 @@ struct swv_elf {
  * loaded; -2 if it cannot tell (no _r_debug) or the object has no GNU hash
  * table. */
 int swv_elf_find(const char *prefix, struct swv_elf *e);
+
+/* swv_elf_name returns the file name the loaded object whose dynamic
+ * section is dyn was loaded from ("" for the program), or NULL if no
+ * loaded object has it or the loader's list cannot be read. */
+const char *swv_elf_name(const void *dyn);
 
 /* swv_elf_sym returns the address of the function or object called name
  * defined in e, in its default version (name@@VERSION, what dlsym returns),

@@ -243,7 +243,7 @@ struct swv_dirent64 {
  * differs from the recorded one (the device was registered again); 0 if
  * neither; -1 if the directory cannot be read. getdents64 on a stack
  * buffer instead of opendir: no allocation. */
-static int scan_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_t n, uint32_t *dev)
+static int scan_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size_t n, uint32_t *dev, uint8_t *seen)
 {
 	union {
 		char b[4096];
@@ -269,6 +269,7 @@ static int scan_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size
 					*dev = i;
 					return 2;
 				}
+				seen[i] = 1;
 				continue;
 			}
 			for (i = 0; de->d_name[i] && i < n - 1; i++)
@@ -280,9 +281,9 @@ static int scan_uverbs(const struct swv_snapshot *s, int dirfd, char *name, size
 	return r < 0 ? -1 : 0;
 }
 
-/* check_devices compares every snapshot device with the node: verbs is
- * the open class/infiniband_verbs directory, ib the open class/infiniband
- * one (-1 if it cannot be opened). */
+/* check_devices compares every snapshot device whose registration it
+ * does not know with the node: verbs is the open class/infiniband_verbs
+ * directory, ib the open class/infiniband one (-1 if it cannot be opened). */
 static int check_devices(const struct swv_snapshot *s, int verbs, int ib, char *why, size_t whylen)
 {
 	char rel[128], val[128], want[32];
@@ -291,6 +292,8 @@ static int check_devices(const struct swv_snapshot *s, int verbs, int ib, char *
 	for (i = 0; i < s->ndev; i++) {
 		const struct swv_dev *d = &s->devs[i];
 
+		if (d->inode)
+			continue; /* its registration is checked: see swv_check_fingerprint */
 		if (join(rel, sizeof(rel), d->uverbs, "ibdev") < 0 || read_value(verbs, rel, val, sizeof(val)) < 0) {
 			snprintf(why, whylen, "device %s (%s) is gone", d->name, d->uverbs);
 			return 1;
@@ -325,7 +328,8 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 			  size_t whylen)
 {
 	char path[512], uv[256], val[128];
-	uint32_t dev = 0;
+	uint8_t seen[SWV_MAX_DEVS] = {0};
+	uint32_t dev = 0, i, unknown = 0;
 	int verbs, ib, r;
 
 	if (strcmp(release, s->kernel) != 0) {
@@ -340,7 +344,7 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 			 sysfs, s->ndev);
 		return 1;
 	}
-	r = scan_uverbs(s, verbs, uv, sizeof(uv), &dev);
+	r = scan_uverbs(s, verbs, uv, sizeof(uv), &dev, seen);
 	if (r == 2) {
 		swv_close(verbs);
 		snprintf(why, whylen, "device %s (%s) was registered again since the cache was built",
@@ -361,14 +365,71 @@ int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const
 		snprintf(why, whylen, "device %s (%s) is not in the cache", val[0] ? val : "?", uv);
 		return 1;
 	}
+	for (i = 0; i < s->ndev; i++) {
+		if (!s->devs[i].inode) {
+			unknown++;
+		} else if (!seen[i]) {
+			swv_close(verbs);
+			snprintf(why, whylen, "device %s (%s) is gone", s->devs[i].name, s->devs[i].uverbs);
+			return 1;
+		}
+	}
+	if (!unknown) {
+		swv_close(verbs);
+		return 0;
+	}
 	ib = -1;
-	if (s->ndev > 0 && join(path, sizeof(path), sysfs, "class/infiniband") == 0)
+	if (join(path, sizeof(path), sysfs, "class/infiniband") == 0)
 		ib = swv_openat(AT_FDCWD, path, O_DIRECTORY);
 	r = check_devices(s, verbs, ib, why, whylen);
 	swv_close(verbs);
 	if (ib >= 0)
 		swv_close(ib);
 	return r;
+}
+
+/* parse_guid reads a node GUID as sysfs writes it ("0200:00ff:fe00:0001")
+ * into a number; 0 if it is not one. */
+static uint64_t parse_guid(const char *g)
+{
+	uint64_t v = 0;
+	int digits = 0;
+
+	for (; *g; g++) {
+		int x;
+
+		if (*g == ':')
+			continue;
+		if (*g >= '0' && *g <= '9')
+			x = *g - '0';
+		else if (*g >= 'a' && *g <= 'f')
+			x = *g - 'a' + 10;
+		else if (*g >= 'A' && *g <= 'F')
+			x = *g - 'A' + 10;
+		else
+			return 0;
+		if (++digits > 16)
+			return 0;
+		v = v << 4 | (uint64_t)x;
+	}
+	return v;
+}
+
+int swv_check_open(const struct swv_dev *d, const char *dev_name, uint64_t guid, char *why, size_t whylen)
+{
+	uint64_t want = parse_guid(d->node_guid);
+
+	if (dev_name && strcmp(dev_name, d->uverbs) != 0) {
+		snprintf(why, whylen, "device %s is %s, the cache has %s", d->name, dev_name, d->uverbs);
+		return 1;
+	}
+	if (guid && want && guid != want) {
+		snprintf(why, whylen, "device %s: node GUID %04x:%04x:%04x:%04x, the cache has %s", d->name,
+			 (unsigned)(guid >> 48), (unsigned)(guid >> 32) & 0xffff, (unsigned)(guid >> 16) & 0xffff,
+			 (unsigned)guid & 0xffff, d->node_guid);
+		return 1;
+	}
+	return 0;
 }
 
 int swv_port_static_diff(const struct swv_port *w, const struct ibv_port_attr *g, char *why, size_t whylen)

@@ -100,12 +100,23 @@ uint64_t swv_fnv1a64(const void *p, size_t n);
 int swv_parse(const void *buf, size_t len, struct swv_snapshot *out, char *why, size_t whylen);
 
 /* swv_check_fingerprint compares the snapshot with the running node: the
- * kernel release and, under sysfs (normally "/sys"), the set of uverbs
- * devices, their registrations (the class entries' inode numbers, where
- * recorded), names, device numbers, node GUIDs and firmware versions.
- * Returns 0 when they match, else 1 with a one-line reason in why. */
+ * kernel release and, in one listing of class/infiniband_verbs under sysfs
+ * (normally "/sys"), the set of uverbs devices and their registrations
+ * (the class entries' inode numbers, new whenever a device is registered
+ * again): a device added, removed or registered again is found with a
+ * fixed number of system calls, however many devices there are. A device
+ * whose registration the snapshot does not know (inode 0) is read in full:
+ * name, device number, node GUID and firmware. Returns 0 when they match,
+ * else 1 with a one-line reason in why. */
 int swv_check_fingerprint(const struct swv_snapshot *s, const char *sysfs, const char *release, char *why,
 			  size_t whylen);
+
+/* swv_check_open compares snapshot device d with what libibverbs found for
+ * the device a process opens under its name: its uverbs node (dev_name)
+ * and node GUID (guid, host order; 0 when libibverbs does not know it),
+ * read while libibverbs listed devices, so that it costs no system call.
+ * Returns 0 when they match, else 1 with a reason in why. */
+int swv_check_open(const struct swv_dev *d, const char *dev_name, uint64_t guid, char *why, size_t whylen);
 
 /* swv_find_dev returns the index of the device called name, or -1. */
 int swv_find_dev(const struct swv_snapshot *s, const char *name);

@@ -13,12 +13,16 @@
  * The QPs then exchange --pingpong checked messages (not timed in the
  * critical path). One line per run on stdout:
  *
- *   run=I exit=0 process_us=.. cache=valid served=1 resolver=elf init_us=..
+ *   run=I exit=0 process_us=.. cache=valid served=1 resolver=elf entry=provider patched=7 init_us=..
  *   ibv_get_device_list_us=.. ... critical_us=.. pingpong=ok pingpong_us=..
  *
- * critical_us is init_us (libswiftverbs.so's validation, 0 without it)
- * plus every timed call. process_us is the run's wall time as the parent
- * sees it (fork, exec, loading, the sequence, teardown, exit).
+ * critical_us is every timed call plus, when libswiftverbs.so is
+ * preloaded, init_us (its validation before main; as a provider entry
+ * libibverbs loads, its init_us is spent inside ibv_get_device_list).
+ * process_us is the run's wall time as the parent sees it (fork, exec,
+ * loading, the sequence, teardown, exit). entry= says how the library came
+ * in (preload, provider, none) and patched= how many of the program's
+ * slots a provider entry pointed at its wrappers.
  *
  * --info makes every run also print, per device, the provider that drives
  * it and its attributes (what `swiftctl cache build` snapshots):
@@ -120,9 +124,38 @@ static double t_call[C_N];
 		t_call[c] += now_us() - t0_; \
 	} while (0)
 
-static void fail(const char *call, int err)
+static int find_swiftverbs(struct dl_phdr_info *i, size_t n, void *data)
+{
+	const char *b = strrchr(i->dlpi_name, '/');
+	void *h;
+
+	(void)n;
+	b = b ? b + 1 : i->dlpi_name;
+	if (strncmp(b, "libswiftverbs", 13) != 0)
+		return 0;
+	h = dlopen(i->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+	if (h) {
+		*(struct swiftverbs_stats **)data = dlsym(h, "swiftverbs_stats");
+		dlclose(h);
+	}
+	return 1;
+}
+
+/* stats finds libswiftverbs.so's counters: in the global scope when it is
+ * preloaded, else in the object libibverbs loaded it as (a provider entry,
+ * local to libibverbs: only after the first ibv_get_device_list). */
+static struct swiftverbs_stats *stats(void)
 {
 	struct swiftverbs_stats *st = dlsym(RTLD_DEFAULT, "swiftverbs_stats");
+
+	if (!st)
+		dl_iterate_phdr(find_swiftverbs, &st);
+	return st;
+}
+
+static void fail(const char *call, int err)
+{
+	struct swiftverbs_stats *st = stats();
 
 	printf("cache=%s served=%u revalidations=%u retries=%u error=%s errno=%d msg=\"%s\"\n",
 	       swv_state_name(st ? st->state : SWV_NONE), st ? st->served : 0, st ? st->revalidations : 0,
@@ -290,7 +323,7 @@ static int child(void)
 	struct ibv_mr *mr;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp[2];
-	struct swiftverbs_stats *st = dlsym(RTLD_DEFAULT, "swiftverbs_stats");
+	struct swiftverbs_stats *st;
 	double crit = 0, pp_us = 0;
 	const char *pp = "skipped";
 	uint32_t qp_send_sge = 0;
@@ -298,6 +331,7 @@ static int child(void)
 	int n = 0, i, d = 0, gidx;
 
 	TIMED(C_GET_DEVICE_LIST, list = ibv_get_device_list(&n));
+	st = stats();
 	if (!list)
 		fail("ibv_get_device_list", errno);
 	if (n == 0)
@@ -422,11 +456,15 @@ static int child(void)
 		pp = pingpong(qp[0], qp[1], cq, mr, buf, opt.pingpong) ? "fail" : "ok";
 		pp_us = now_us() - t0;
 	}
-	printf("cache=%s served=%u port_checks=%u revalidations=%u retries=%u resolver=%s aslr=%s init_us=%.1f",
+	printf("cache=%s served=%u port_checks=%u revalidations=%u retries=%u resolver=%s entry=%s patched=%u aslr=%s "
+	       "init_us=%.1f",
 	       swv_state_name(st ? st->state : SWV_NONE), st ? st->served : 0, st ? st->port_checks : 0,
 	       st ? st->revalidations : 0, st ? st->retries : 0, swv_resolver_name(st ? st->resolver : SWV_BY_NONE),
+	       swv_entry_name(st ? st->entry : SWV_ENTRY_NONE), st ? st->patched : 0,
 	       personality(0xffffffff) & ADDR_NO_RANDOMIZE ? "off" : "on", st ? (double)st->init_ns / 1e3 : 0.0);
-	crit = st ? (double)st->init_ns / 1e3 : 0;
+	/* a preload validates before main; a provider entry inside the timed
+	 * ibv_get_device_list */
+	crit = st && st->entry == SWV_ENTRY_PRELOAD ? (double)st->init_ns / 1e3 : 0;
 	for (i = 0; i < C_N; i++) {
 		printf(" %s_us=%.1f", call_names[i], t_call[i]);
 		crit += t_call[i];

@@ -1,14 +1,14 @@
-/* swift-spawn — what libswiftverbs.so costs a process that never uses RDMA.
+/* swift-spawn — what the verbs cache costs a process that never uses RDMA.
  *
- *   swift-spawn [--runs N] [--no-aslr] --preload LIB PROG [ARG...]
+ *   swift-spawn [--runs N] [--no-aslr] [--preload LIB] PROG [ARG...]
  *
- * The shim preloads the verbs cache library into every process of a
- * container with swift.io/verbs=cached, RDMA or not. This runs PROG N
- * times with LD_PRELOAD=LIB and N times without it (every other LD_PRELOAD
- * entry removed), alternating run by run so that drift hits both alike,
- * and prints the medians of fork to exit as seen by the parent:
+ * Run inside a container, this runs PROG N times as the container's
+ * environment has it ("with": whatever LD_PRELOAD the container was given,
+ * or LD_PRELOAD=LIB with --preload) and N times with LD_PRELOAD removed
+ * ("plain"), alternating run by run so that drift hits both alike, and
+ * prints the medians of fork to exit as seen by the parent:
  *
- *   spawn runs=N plain_us=.. preload_us=.. overhead_us=.. aslr=on|off
+ *   spawn runs=N plain_us=.. with_us=.. overhead_us=.. aslr=on|off preload=none|LIB
  *
  * It exits 1 if any run of PROG fails. --no-aslr as in swift-profile.
  */
@@ -46,8 +46,8 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* spawn runs argv once with LD_PRELOAD set to preload (NULL: unset) and
- * returns the wall time in µs, or -1 if it did not exit 0. */
+/* spawn runs argv once with LD_PRELOAD set to preload (NULL: unset; ""
+ * as it is) and returns the wall time in µs, or -1 if it did not exit 0. */
 static double spawn(char **argv, const char *preload)
 {
 	double t0 = now_us();
@@ -57,9 +57,9 @@ static double spawn(char **argv, const char *preload)
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		if (preload)
+		if (preload && *preload)
 			setenv("LD_PRELOAD", preload, 1);
-		else
+		else if (!preload)
 			unsetenv("LD_PRELOAD");
 		execv(argv[0], argv);
 		_exit(127);
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 		{"no-aslr", no_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *preload = NULL;
+	const char *preload = NULL, *as_is = getenv("LD_PRELOAD");
 	int c, i, runs = 20, no_aslr = 0;
 	double *plain, *pre;
 
@@ -96,8 +96,10 @@ int main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (!preload || !*preload || optind >= argc || runs < 1 || runs > 100000)
+	if ((preload && !*preload) || optind >= argc || runs < 1 || runs > 100000)
 		goto usage;
+	if (!preload) /* the "with" runs: the environment as it is */
+		preload = "";
 	if (access(argv[optind], X_OK) != 0) {
 		fprintf(stderr, "swift-spawn: %s: %s\n", argv[optind], strerror(errno));
 		return 2;
@@ -127,13 +129,15 @@ int main(int argc, char **argv)
 	{
 		double p = median(plain, runs), q = median(pre, runs);
 
-		printf("spawn runs=%d plain_us=%.1f preload_us=%.1f overhead_us=%.1f aslr=%s\n", runs, p, q, q - p,
-		       personality(0xffffffff) & ADDR_NO_RANDOMIZE ? "off" : "on");
+		const char *with = *preload ? preload : as_is && *as_is ? as_is : "none";
+
+		printf("spawn runs=%d plain_us=%.1f with_us=%.1f overhead_us=%.1f aslr=%s preload=%s\n", runs, p, q,
+		       q - p, personality(0xffffffff) & ADDR_NO_RANDOMIZE ? "off" : "on", with);
 	}
 	free(plain);
 	free(pre);
 	return 0;
 usage:
-	fprintf(stderr, "usage: swift-spawn [--runs N] [--no-aslr] --preload LIB PROG [ARG...]\n");
+	fprintf(stderr, "usage: swift-spawn [--runs N] [--no-aslr] [--preload LIB] PROG [ARG...]\n");
 	return 2;
 }

@@ -1,19 +1,32 @@
-/* libswiftverbs.so — the Swift verbs cache, preloaded into container processes.
+/* libswiftverbs.so — the Swift verbs cache, in a container's verbs processes.
  *
- * The shim mounts a node's verbs cache at /.swift/verbs and sets
- * LD_PRELOAD=/.swift/verbs/libswiftverbs.so. In a process that uses
- * libibverbs this library:
+ * The shim mounts a node's verbs cache at /.swift/verbs and, in cached
+ * mode, its libibverbs-cached.d over /etc/libibverbs.d: the providers the
+ * node's devices need, and an entry "driver /.swift/verbs/libswiftverbs"
+ * that makes libibverbs load this library as if it were a provider
+ * (libswiftverbs-rdmavNN.so, a link to it). libibverbs loads providers
+ * only in a process that lists devices, inside its first
+ * ibv_get_device_list, so a process that never uses RDMA loads nothing of
+ * the cache. Loaded that way (the provider entry), this library registers
+ * no provider: its constructor validates the cache and then either points
+ * the program's and its libraries' slots for the wrapped calls at its
+ * wrappers (got.h), or, if the cache cannot be used, loads every provider
+ * itself and says why. The same library can also be preloaded
+ * (LD_PRELOAD; the preload entry, which wraps by symbol interposition):
+ * swift-profile --preload and swift-spawn --preload measure that. In a
+ * process that uses libibverbs this library:
  *
- *  - at load (or at the first verbs call if libibverbs is loaded later)
- *    reads snapshot.bin and checks its fingerprint against the node: kernel
- *    release, uverbs devices, their registrations (inode numbers of their
- *    class entries), numbers, node GUIDs and firmware (one directory
- *    listing and four small sysfs reads per device). Valid: device attributes are served from
- *    the snapshot. Stale or unreadable: every call goes to libibverbs
+ *  - at load (or, preloaded, at the first verbs call if libibverbs is
+ *    loaded later) reads snapshot.bin and checks its fingerprint against
+ *    the node: kernel release, uverbs devices, their registrations (inode
+ *    numbers of their class entries), numbers, node GUIDs and firmware (one
+ *    directory listing and four small sysfs reads per device). Valid:
+ *    device attributes are served from the snapshot. Stale or unreadable: every call goes to libibverbs
  *    unchanged, every provider the node's rdma-core ships is added through
  *    RDMAV_DRIVERS (the mounted libibverbs.d lists only the providers the
- *    cached devices needed, so a new device would otherwise stay invisible),
- *    and one line says why on stderr at the first verbs call;
+ *    cached devices needed, so a new device would otherwise stay invisible;
+ *    as a provider entry it loads them itself), and one line says why on
+ *    stderr at the first verbs call;
  *  - serves ibv_query_device and ibv_query_device_ex from the snapshot;
  *  - checks the static fields of every ibv_query_port answer (the kernel
  *    returns static and dynamic port fields in one command, and port state,
@@ -28,15 +41,16 @@
  *
  * It must be safe in any process of any image: no libc or libibverbs
  * link-time dependency (all symbols are resolved at run time; dlsym is weak),
- * no allocation, no threads, nothing printed when the cache is valid, and a
- * process that never touches libibverbs only pays a walk of the loader's
- * list of objects. The validation binds no libc symbol: its system calls
+ * no allocation, no threads, nothing printed when the cache is valid; and
+ * preloaded, a process that never touches libibverbs pays a walk of the
+ * loader's list of objects (as a provider entry, nothing). The validation binds no libc symbol: its system calls
  * are made directly (sys.h), its string functions are this library's own
  * (libc.c), and the wrapped calls are found in libibverbs' symbol table
  * (elfsym.h); a first call through libc costs a symbol search of every
  * object in the process, more than the system call it makes.
  *
- * Environment: SWIFT_VERBS_CACHE (cache directory, default /.swift/verbs),
+ * Environment: SWIFT_VERBS_CACHE (cache directory; default: the directory
+ * a provider entry was loaded from, /.swift/verbs for a preload),
  * SWIFT_VERBS=off (disable), SWIFT_VERBS_DEBUG=1 (say what happens),
  * SWIFT_VERBS_SYSFS (sysfs root, for tests), SWIFT_VERBS_RESOLVER=dlsym
  * (find the wrapped calls with dlsym, for tests).
@@ -56,14 +70,18 @@
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 
 #include "elfsym.h"
+#include "got.h"
 #include "snapshot.h"
 #include "swiftverbs.h"
 #include "sys.h"
 
 /* Resolved at run time so that the library loads even where libdl is not. */
 #pragma weak dlsym
+#pragma weak dlopen
+extern ElfW(Dyn) _DYNAMIC[];
 extern char **environ;
 #pragma weak environ
 
@@ -79,6 +97,7 @@ static struct ibv_cq *(*real_create_cq)(struct ibv_context *, int, void *, struc
 static struct ibv_qp *(*real_create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
 static int (*real_modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
 static struct ibv_mr *(*real_reg_mr)(struct ibv_pd *, void *, size_t, int);
+static __be64 (*real_get_device_guid)(struct ibv_device *);
 
 typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *, size_t);
 typedef int (*query_device_ex_fn)(struct ibv_context *, const struct ibv_query_device_ex_input *,
@@ -93,6 +112,10 @@ static int have_real[SWV_MAX_DEVS];
 static unsigned char snapbuf[SWV_MAX_SIZE + 1];
 static char reason[400];
 static int init_lock, init_done, noted, invalid_noted, debug;
+/* libibverbs as the loader has it (resolve), and this library's own file
+ * name when libibverbs loaded it as a provider entry (entry). */
+static const void *ibv_dyn;
+static const char *ibv_path, *self_path;
 
 /* A context opened while the cache was valid. */
 struct swv_ctx {
@@ -176,6 +199,59 @@ static void add_providers(const char *list)
 	setenv("RDMAV_DRIVERS", buf, 1);
 }
 
+/* dir_len is the length of path's directory part ("/a/b" for "/a/b/c"). */
+static size_t dir_len(const char *path)
+{
+	size_t i, d = 0;
+
+	for (i = 0; path[i]; i++)
+		if (path[i] == '/')
+			d = i;
+	return d;
+}
+
+/* provider_suffix is "-rdmavNN.so" when path names this library as
+ * libibverbs loads a provider entry (.../libswiftverbs-rdmavNN.so), else
+ * NULL (preloaded under its own name). */
+static const char *provider_suffix(const char *path)
+{
+	static const char stem[] = "libswiftverbs-rdmav";
+	const char *base = path + dir_len(path) + (path[dir_len(path)] == '/');
+
+	if (strncmp(base, stem, sizeof(stem) - 1) != 0)
+		return NULL;
+	return base + sizeof(stem) - 1 - (sizeof("-rdmav") - 1);
+}
+
+/* load_providers: the provider entry of a cache that cannot be used. The
+ * trimmed libibverbs.d this library was listed in names only the
+ * providers the cached devices needed, and libibverbs has read it
+ * already, so every provider in list (":"-separated; all of rdma-core's
+ * when empty) is loaded here, from the directory libibverbs loads its
+ * own from, before libibverbs matches devices to providers. A missing
+ * one is skipped: libibverbs would only have warned. */
+static void load_providers(const char *list, const char *suffix)
+{
+	char path[512];
+	size_t dl;
+	const char *p, *e;
+
+	if (!dlopen || !ibv_path || !suffix)
+		return;
+	if (!list || !*list)
+		list = SWV_ALL_PROVIDERS;
+	dl = dir_len(ibv_path);
+	for (p = list; *p; p = *e ? e + 1 : e) {
+		for (e = p; *e && *e != ':'; e++)
+			;
+		if (e == p || dl + (size_t)(e - p) + 32 > sizeof(path))
+			continue;
+		snprintf(path, sizeof(path), "%.*s/libibverbs/lib%.*s%s", (int)dl, ibv_path, (int)(e - p), p, suffix);
+		if (!dlopen(path, RTLD_NOW) && debug)
+			sayf2("cannot load provider ", path, "");
+	}
+}
+
 /* env is getenv without a call into libc (see sys.h). */
 static const char *env(const char *name)
 {
@@ -206,13 +282,16 @@ static void resolve(void)
 	X(real_get_device_list, "ibv_get_device_list") X(real_open_device, "ibv_open_device") \
 	X(real_close_device, "ibv_close_device") X(real_query_device, "ibv_query_device") \
 	X(real_create_cq, "ibv_create_cq") X(real_create_qp, "ibv_create_qp") \
-	X(real_modify_qp, "ibv_modify_qp") X(real_reg_mr, "ibv_reg_mr")
+	X(real_modify_qp, "ibv_modify_qp") X(real_reg_mr, "ibv_reg_mr") \
+	X(real_get_device_guid, "ibv_get_device_guid")
 	/* clang-format on */
 	if (!(by && !strcmp(by, "dlsym")))
 		found = swv_elf_find("libibverbs.so", &e);
 	if (found == -1)
 		return; /* libibverbs is not loaded (yet) */
 	if (found == 0) {
+		ibv_dyn = e.dyn;
+		ibv_path = e.path;
 #define E(var, name) all &= (var = (__typeof__(var))swv_elf_sym(&e, name)) != NULL;
 		SWV_WRAPPED(E)
 #undef E
@@ -243,13 +322,19 @@ static uint32_t load(void)
 	long r;
 	int fd;
 
-	if (!dir || !*dir)
-		dir = "/.swift/verbs";
 	if (!sysfs || !*sysfs)
 		sysfs = "/sys";
-	dl = strlen(dir);
+	if (dir && *dir) {
+		dl = strlen(dir);
+	} else if (self_path) { /* a provider entry: the cache is where it lies */
+		dir = self_path;
+		dl = dir_len(self_path);
+	} else {
+		dir = "/.swift/verbs";
+		dl = strlen(dir);
+	}
 	if (dl + sizeof(file) > sizeof(path)) {
-		snprintf(reason, sizeof(reason), "cache directory name too long: %s", dir);
+		snprintf(reason, sizeof(reason), "cache directory name too long: %.*s", (int)dl, dir);
 		return SWV_UNUSABLE;
 	}
 	memcpy(path, dir, dl);
@@ -286,6 +371,9 @@ static uint32_t load(void)
 	return SWV_VALID;
 }
 
+static void patch_slots(void);
+static void note(void);
+
 /* init validates the cache once per process. From the constructor it does
  * nothing (and retries at the first call) if libibverbs is not loaded. */
 static void init(int from_ctor)
@@ -316,8 +404,12 @@ static void init(int from_ctor)
 		st = SWV_NONE;
 	} else {
 		st = load();
-		if (st == SWV_STALE || st == SWV_UNUSABLE)
+		if ((st == SWV_STALE || st == SWV_UNUSABLE) && self_path)
+			load_providers(st == SWV_STALE ? snap.drivers : NULL, provider_suffix(self_path));
+		else if (st == SWV_STALE || st == SWV_UNUSABLE)
 			add_providers(st == SWV_STALE ? snap.drivers : NULL);
+		else if (st == SWV_VALID && self_path)
+			patch_slots();
 	}
 	swiftverbs_stats.init_ns = now_ns() - t0;
 	__atomic_store_n(&swiftverbs_stats.state, st, __ATOMIC_RELEASE);
@@ -325,8 +417,23 @@ static void init(int from_ctor)
 	unlock(&init_lock);
 }
 
+/* The constructor tells the two entries apart by the name this library was
+ * loaded under. As a provider entry it runs inside the process's first
+ * ibv_get_device_list, after libibverbs read its libibverbs.d and before it
+ * matches devices to providers: the one moment to validate, to load every
+ * provider if the cache cannot be used, and to say so. */
 __attribute__((constructor)) static void swv_ctor(void)
 {
+	const char *self = swv_elf_name(_DYNAMIC);
+
+	if (self && provider_suffix(self)) {
+		self_path = self;
+		swiftverbs_stats.entry = SWV_ENTRY_PROVIDER;
+		init(1);
+		note();
+		return;
+	}
+	swiftverbs_stats.entry = SWV_ENTRY_PRELOAD;
 	init(1);
 }
 
@@ -440,13 +547,22 @@ static int swv_query_device_ex(struct ibv_context *ctx, const struct ibv_query_d
 	return e.query_device_ex(ctx, input, attr, attr_size);
 }
 
-static void track(struct ibv_context *ctx, const char *name)
+/* track hooks a context opened while the cache was valid, once the device
+ * is the one the snapshot describes under its name (swv_check_open: what
+ * libibverbs found while it listed devices, no system call). */
+static void track(struct ibv_context *ctx, struct ibv_device *device)
 {
 	struct verbs_context *v = verbs_get_ctx(ctx);
-	int i, dev = swv_find_dev(&snap, name);
+	int i, dev = swv_find_dev(&snap, device->name);
+	char why[200];
 
 	if (dev < 0 || !v)
 		return;
+	if (swv_check_open(&snap.devs[dev], device->dev_name,
+			   real_get_device_guid ? be64toh(real_get_device_guid(device)) : 0, why, sizeof(why))) {
+		invalidate(why);
+		return;
+	}
 	lock(&ctx_lock);
 	for (i = 0; i < SWV_MAX_CTX; i++) {
 		if (ctxs[i].ctx)
@@ -537,7 +653,7 @@ EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 	return real_get_device_list(num_devices);
 }
 
-EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+static struct ibv_context *swv_open_device(struct ibv_device *device)
 {
 	struct ibv_context *ctx;
 
@@ -549,11 +665,11 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	ctx = real_open_device(device);
 	if (ctx && device && state() == SWV_VALID)
-		track(ctx, device->name);
+		track(ctx, device);
 	return ctx;
 }
 
-EXPORT int ibv_close_device(struct ibv_context *ctx)
+static int swv_close_device(struct ibv_context *ctx)
 {
 	init(0);
 	if (!real_close_device)
@@ -562,7 +678,7 @@ EXPORT int ibv_close_device(struct ibv_context *ctx)
 	return real_close_device(ctx);
 }
 
-EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+static int swv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 {
 	struct swv_ctx e;
 
@@ -572,7 +688,7 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *att
 	return real_query_device ? real_query_device(ctx, attr) : ENOSYS;
 }
 
-EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+static struct ibv_cq *swv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 				    struct ibv_comp_channel *channel, int comp_vector)
 {
 	struct ibv_device_attr c, r;
@@ -596,7 +712,7 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	return cq;
 }
 
-EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init_attr)
+static struct ibv_qp *swv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init_attr)
 {
 	struct ibv_device_attr c, r;
 	struct ibv_qp *qp;
@@ -624,7 +740,7 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	return qp;
 }
 
-EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+static int swv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	struct ibv_device_attr c, r;
 	int rc;
@@ -643,7 +759,7 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_m
 }
 
 #undef ibv_reg_mr
-EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+static struct ibv_mr *swv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct ibv_device_attr c, r;
 	struct ibv_mr *mr;
@@ -662,4 +778,43 @@ EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, i
 		errno = err;
 	}
 	return mr;
+}
+
+/* The wrappers under libibverbs' names, for the preload entry (symbol
+ * interposition). The provider entry points slots at the swv_ functions
+ * themselves: inside this library, a reference to an exported name may
+ * bind to libibverbs' definition, which comes first in the global scope. */
+#define SWV_ALIAS(name) __attribute__((alias(name), visibility("default")))
+/* clang-format off */
+struct ibv_context *ibv_open_device(struct ibv_device *device) SWV_ALIAS("swv_open_device");
+int ibv_close_device(struct ibv_context *ctx) SWV_ALIAS("swv_close_device");
+int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr) SWV_ALIAS("swv_query_device");
+struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *channel,
+			     int comp_vector) SWV_ALIAS("swv_create_cq");
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init_attr) SWV_ALIAS("swv_create_qp");
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask) SWV_ALIAS("swv_modify_qp");
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access) SWV_ALIAS("swv_reg_mr");
+/* clang-format on */
+
+/* patch_slots: the provider entry of a valid cache points the program's
+ * and its libraries' slots for the wrapped calls at the wrappers (got.h);
+ * libibverbs' own and this library's are left alone. */
+static void patch_slots(void)
+{
+	const struct swv_patch p[] = {
+		{"ibv_open_device", "IBVERBS_1.1", (void *)real_open_device, (void *)swv_open_device},
+		{"ibv_close_device", "IBVERBS_1.1", (void *)real_close_device, (void *)swv_close_device},
+		{"ibv_query_device", "IBVERBS_1.1", (void *)real_query_device, (void *)swv_query_device},
+		{"ibv_create_cq", "IBVERBS_1.1", (void *)real_create_cq, (void *)swv_create_cq},
+		{"ibv_create_qp", "IBVERBS_1.1", (void *)real_create_qp, (void *)swv_create_qp},
+		{"ibv_modify_qp", "IBVERBS_1.1", (void *)real_modify_qp, (void *)swv_modify_qp},
+		{"ibv_reg_mr", "IBVERBS_1.1", (void *)real_reg_mr, (void *)swv_reg_mr},
+	};
+	const void *skip[] = {_DYNAMIC, ibv_dyn};
+	int n;
+
+	if (!ibv_dyn || swiftverbs_stats.resolver != SWV_BY_ELF)
+		return; /* the real calls' addresses are not libibverbs' own */
+	n = swv_got_patch(p, (int)(sizeof(p) / sizeof(p[0])), skip, 2);
+	swiftverbs_stats.patched = n > 0 ? (uint32_t)n : 0;
 }

@@ -1,6 +1,9 @@
 /* swiftverbs.h — what libswiftverbs.so exports besides the verbs calls it
  * wraps: counters a profiler or test can read with
- * dlsym(RTLD_DEFAULT, "swiftverbs_stats") (NULL when not preloaded). */
+ * dlsym(RTLD_DEFAULT, "swiftverbs_stats") when it is preloaded, or with
+ * dlsym on a dlopen(RTLD_NOLOAD) handle of the loaded object whose name
+ * starts with "libswiftverbs" when libibverbs loaded it as a provider
+ * entry (see swv_find_stats in swift-profile.c). */
 #ifndef SWIFT_SWIFTVERBS_H
 #define SWIFT_SWIFTVERBS_H
 
@@ -24,7 +27,21 @@ struct swiftverbs_stats {
 	uint32_t revalidations; /* failed calls after which the device was re-queried */
 	uint32_t retries;       /* calls retried because the cache was wrong */
 	uint32_t resolver;      /* SWV_BY_*: how the wrapped libibverbs calls were found */
+	uint32_t entry;         /* SWV_ENTRY_*: how the library came into the process */
+	uint32_t patched;       /* provider entry: GOT slots pointed at the wrappers */
 };
+
+/* swiftverbs_stats.entry */
+enum {
+	SWV_ENTRY_NONE = 0,
+	SWV_ENTRY_PRELOAD = 1,  /* LD_PRELOAD: wraps by symbol interposition */
+	SWV_ENTRY_PROVIDER = 2, /* a libibverbs.d entry, loaded by libibverbs while it lists devices */
+};
+
+static inline const char *swv_entry_name(uint32_t e)
+{
+	return e == SWV_ENTRY_PRELOAD ? "preload" : e == SWV_ENTRY_PROVIDER ? "provider" : "none";
+}
 
 /* swiftverbs_stats.resolver */
 enum {

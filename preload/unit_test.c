@@ -305,18 +305,45 @@ static void test_fingerprint(const unsigned char *b, size_t len, const char *roo
 	      "removed device: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
+	/* rxe0's registration is known (its inode): one listing checks it,
+	 * and its name, uverbs node and node GUID are left to the check at
+	 * open (swv_check_open, against what libibverbs listed) */
 	put(root, "class/infiniband_verbs/uverbs0/ibdev", "rxe9\n");
-	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "uverbs0 is now device rxe9"),
+	put(root, "class/infiniband_verbs/uverbs0/dev", "231:200\n");
+	put(root, "class/infiniband/rxe0/node_guid", "0200:00ff:fe00:00ff\n");
+	why[0] = 0;
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 0, "known registration, files not read: %s", why);
+	/* rxe1's is not (inode 0): read in full */
+	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
+	put(root, "class/infiniband_verbs/uverbs1/ibdev", "rxe9\n");
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "uverbs1 is now device rxe9"),
 	      "renamed: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
-	put(root, "class/infiniband_verbs/uverbs0/dev", "231:200\n");
+	put(root, "class/infiniband_verbs/uverbs1/dev", "231:200\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "device number 231:200"),
 	      "dev number: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
-	put(root, "class/infiniband/rxe0/node_guid", "0200:00ff:fe00:00ff\n");
+	put(root, "class/infiniband/rxe1/node_guid", "0200:00ff:fe00:00ff\n");
 	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 && strstr(why, "node GUID"), "guid: %s", why);
+	/* a known device missing from the listing */
+	make_tree(root);
+	s.devs[0].inode = tree_inode(root, "uverbs0");
+	rm(root, "class/infiniband_verbs/uverbs0");
+	check(swv_check_fingerprint(&s, root, k, why, sizeof(why)) == 1 &&
+		      !strcmp(why, "device rxe0 (uverbs0) is gone"),
+	      "known device removed: %s", why);
+	/* at open: the uverbs node and node GUID libibverbs found */
+	check(swv_check_open(&s.devs[0], "uverbs0", 0x020000fffe000001ull, why, sizeof(why)) == 0, "open: same device");
+	check(swv_check_open(&s.devs[0], "uverbs0", 0, why, sizeof(why)) == 0, "open: GUID unknown to libibverbs");
+	check(swv_check_open(&s.devs[0], "uverbs1", 0x020000fffe000001ull, why, sizeof(why)) == 1 &&
+		      !strcmp(why, "device rxe0 is uverbs1, the cache has uverbs0"),
+	      "open: another uverbs node: %s", why);
+	check(swv_check_open(&s.devs[0], "uverbs0", 0x020000fffe0000ffull, why, sizeof(why)) == 1 &&
+		      !strcmp(why, "device rxe0: node GUID 0200:00ff:fe00:00ff, the cache has 0200:00ff:fe00:0001"),
+	      "open: another GUID: %s", why);
 	make_tree(root);
 	s.devs[0].inode = tree_inode(root, "uverbs0");
 	put(root, "class/infiniband/rxe1/fw_ver", "2.0\n");

@@ -1,0 +1,251 @@
+/* got.c — rewrite other objects' GOT slots; see got.h. Reads what the
+ * dynamic loader keeps (program headers and dynamic sections); its only
+ * calls are dl_iterate_phdr (weak: no DT_NEEDED) and mprotect. */
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "got.h"
+#include "sys.h"
+
+#pragma weak dl_iterate_phdr
+
+#if defined(__x86_64__)
+#define SWV_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define SWV_R_GLOB_DAT R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define SWV_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define SWV_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#endif
+
+#define SWV_PAGE 4096ul
+
+struct got_walk {
+	const struct swv_patch *p;
+	int n;
+	const void *const *skip;
+	int nskip;
+	int patched;
+};
+
+/* An object's dynamic section, as far as rewriting its slots needs. */
+struct got_obj {
+	uintptr_t base;
+	const ElfW(Sym) * symtab;
+	const char *strtab;
+	const ElfW(Rela) * rela[2];
+	size_t nrela[2];
+	const uint16_t *versym;
+	const ElfW(Verneed) * verneed;
+	size_t nverneed;
+	uintptr_t lo, hi;             /* the extent of its PT_LOAD segments */
+	uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO, page-aligned */
+};
+
+/* dptr as elfsym.c's ptr: glibc rewrites most dynamic entries to absolute
+ * addresses; one below the load bias is still relative. */
+static const void *dptr(uintptr_t base, ElfW(Addr) a)
+{
+	return (const void *)(a < base ? a + base : a);
+}
+
+static int skipped(const struct got_walk *w, const void *dyn)
+{
+	int i;
+
+	for (i = 0; i < w->nskip; i++)
+		if (w->skip[i] == dyn)
+			return 1;
+	return 0;
+}
+
+static void read_dynamic(struct got_obj *o, const ElfW(Dyn) * d)
+{
+	size_t pltrelsz = 0, relasz = 0;
+	const void *jmprel = NULL, *rela = NULL;
+	int rela_plt = 1;
+
+	for (; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB:
+			o->symtab = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			o->strtab = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_JMPREL:
+			jmprel = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			pltrelsz = d->d_un.d_val;
+			break;
+		case DT_PLTREL:
+			rela_plt = d->d_un.d_val == DT_RELA;
+			break;
+		case DT_RELA:
+			rela = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			relasz = d->d_un.d_val;
+			break;
+		case DT_VERSYM:
+			o->versym = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_VERNEED:
+			o->verneed = dptr(o->base, d->d_un.d_ptr);
+			break;
+		case DT_VERNEEDNUM:
+			o->nverneed = d->d_un.d_val;
+			break;
+		}
+	}
+	if (jmprel && rela_plt) {
+		o->rela[0] = jmprel;
+		o->nrela[0] = pltrelsz / sizeof(ElfW(Rela));
+	}
+	if (rela) {
+		o->rela[1] = rela;
+		o->nrela[1] = relasz / sizeof(ElfW(Rela));
+	}
+}
+
+/* version_is says whether symbol index sym of o asks for version v (an
+ * unversioned reference asks for the default, which is v). */
+static int version_is(const struct got_obj *o, size_t sym, const char *v)
+{
+	const ElfW(Verneed) * vn;
+	size_t i;
+	uint16_t want;
+
+	if (!o->versym)
+		return 1;
+	want = o->versym[sym] & 0x7fff;
+	if (want <= 1)
+		return 1; /* local or global: unversioned */
+	for (vn = o->verneed, i = 0; vn && i < o->nverneed; i++) {
+		const ElfW(Vernaux) *a = (const void *)((const char *)vn + vn->vn_aux);
+		size_t j;
+
+		for (j = 0; j < vn->vn_cnt; j++) {
+			if (a->vna_other == want)
+				return !strcmp(o->strtab + a->vna_name, v);
+			a = (const void *)((const char *)a + a->vna_next);
+		}
+		if (!vn->vn_next)
+			break;
+		vn = (const void *)((const char *)vn + vn->vn_next);
+	}
+	return 0;
+}
+
+/* write_slot stores v at slot, lifting RELRO's read-only protection around
+ * the store. Returns 0, or -1 if the page cannot be made writable. */
+static int write_slot(const struct got_obj *o, void **slot, void *v)
+{
+	uintptr_t a = (uintptr_t)slot, page = a & ~(SWV_PAGE - 1);
+
+	if (a < o->relro_lo || a >= o->relro_hi) {
+		__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (swv_sys3(SYS_mprotect, (long)page, SWV_PAGE, PROT_READ | PROT_WRITE) < 0)
+		return -1;
+	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+	swv_sys3(SYS_mprotect, (long)page, SWV_PAGE, PROT_READ);
+	return 0;
+}
+
+#ifdef SWV_R_JUMP_SLOT
+static int patch_object(struct got_walk *w, const struct got_obj *o)
+{
+	int k, i, done = 0;
+	size_t r;
+
+	for (k = 0; k < 2; k++) {
+		for (r = 0; o->rela[k] && r < o->nrela[k]; r++) {
+			const ElfW(Rela) *rl = &o->rela[k][r];
+			size_t type = ELF64_R_TYPE(rl->r_info), sym = ELF64_R_SYM(rl->r_info);
+			uintptr_t at = o->base + rl->r_offset;
+			const char *name;
+			void **slot;
+
+			if ((type != SWV_R_JUMP_SLOT && type != SWV_R_GLOB_DAT) || sym == 0)
+				continue;
+			if (at < o->lo || at + sizeof(void *) > o->hi || (at & (sizeof(void *) - 1)))
+				continue; /* not a slot of this object */
+			name = o->strtab + o->symtab[sym].st_name;
+			for (i = 0; i < w->n; i++) {
+				if (strcmp(name, w->p[i].name) != 0)
+					continue;
+				slot = (void **)at;
+				if (*slot == w->p[i].wrapper)
+					break;
+				/* bound to the real function; or a lazy slot, still
+				 * pointing into its own object, that asks for it */
+				if (*slot == w->p[i].real || ((uintptr_t)*slot >= o->lo && (uintptr_t)*slot < o->hi &&
+							      version_is(o, sym, w->p[i].version)))
+					if (write_slot(o, slot, w->p[i].wrapper) == 0)
+						done++;
+				break;
+			}
+		}
+	}
+	return done;
+}
+#endif
+
+static int visit(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct got_walk *w = data;
+	struct got_obj o;
+	const ElfW(Dyn) *dyn = NULL;
+	int i;
+
+	(void)size;
+	memset(&o, 0, sizeof(o));
+	o.base = info->dlpi_addr;
+	o.lo = UINTPTR_MAX;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t s = o.base + ph->p_vaddr, e = s + ph->p_memsz;
+
+		switch (ph->p_type) {
+		case PT_DYNAMIC:
+			dyn = (const void *)s;
+			break;
+		case PT_LOAD:
+			if (s < o.lo)
+				o.lo = s;
+			if (e > o.hi)
+				o.hi = e;
+			break;
+		case PT_GNU_RELRO:
+			o.relro_lo = s & ~(SWV_PAGE - 1);
+			o.relro_hi = e & ~(SWV_PAGE - 1); /* the loader protects whole pages only */
+			break;
+		}
+	}
+	if (!dyn || o.lo >= o.hi || skipped(w, dyn))
+		return 0;
+	read_dynamic(&o, dyn);
+	if (!o.symtab || !o.strtab)
+		return 0;
+#ifdef SWV_R_JUMP_SLOT
+	w->patched += patch_object(w, &o);
+#endif
+	return 0;
+}
+
+int swv_got_patch(const struct swv_patch *p, int n, const void *const *skip, int nskip)
+{
+	struct got_walk w = {.p = p, .n = n, .skip = skip, .nskip = nskip};
+
+#ifndef SWV_R_JUMP_SLOT
+	return -1;
+#endif
+	if (!dl_iterate_phdr)
+		return -1;
+	dl_iterate_phdr(visit, &w);
+	return w.patched;
+}
