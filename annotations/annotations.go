@@ -139,8 +139,8 @@ func Parse(annotations map[string]string) (Options, error) {
 				o.RemoteAccess = *b
 			}
 		case Verbs:
-			if v != "cached" && v != "stock" {
-				err = invalid(k, v, "want cached or stock")
+			if v != "cached" && v != "trimmed" && v != "stock" {
+				err = invalid(k, v, "want cached, trimmed or stock")
 			}
 			o.Verbs = v
 		default:

@@ -243,6 +243,9 @@ func checkVerbsCache(n Node, cfg config.Config) Result {
 	switch {
 	case vr.Valid():
 		r.Status, r.Detail = OK, "valid: "+vr.Dir
+		if m := vr.Manifest; m != nil {
+			r.Detail += fmt.Sprintf("; default mode %s (%s)", m.Profile.DefaultMode, m.Profile.DefaultWhy)
+		}
 	case vr.State == verbs.StateMissing:
 		r.Status, r.Fix = Warn, "swiftctl cache build (containers run stock libibverbs setup meanwhile)"
 	default:

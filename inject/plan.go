@@ -57,6 +57,7 @@ type Node struct {
 type Chain struct {
 	Mods     []Modifier
 	Warnings []string
+	Notes    []string // what was decided and why, for the caller's log
 	Devices  []string
 }
 
@@ -160,14 +161,18 @@ func Plan(cfg config.Config, opts annotations.Options, node Node) (Chain, error)
 	if node.Seccomp != nil {
 		mods = append(mods, *node.Seccomp)
 	}
+	var notes []string
 	if node.VerbsCache != nil {
 		vd := DecideVerbs(opts.Verbs, *node.VerbsCache)
 		if vd.Warning != "" {
 			warnings = append(warnings, vd.Warning)
 		}
+		if vd.Note != "" {
+			notes = append(notes, vd.Note)
+		}
 		if vd.Modifier != nil {
 			mods = append(mods, *vd.Modifier)
 		}
 	}
-	return Chain{Mods: mods, Warnings: warnings, Devices: names}, nil
+	return Chain{Mods: mods, Warnings: warnings, Notes: notes, Devices: names}, nil
 }

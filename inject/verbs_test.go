@@ -19,9 +19,13 @@ const testCache = "/var/lib/swift/verbs/0123456789abcdef-x"
 var verbsRO = []string{"rbind", "ro", "nosuid", "nodev"}
 
 func verbsMounts() []specs.Mount {
+	return verbsMountsOf("libibverbs-cached.d")
+}
+
+func verbsMountsOf(list string) []specs.Mount {
 	return []specs.Mount{
 		{Destination: VerbsDir, Type: "bind", Source: testCache, Options: verbsRO},
-		{Destination: "/etc/libibverbs.d", Type: "bind", Source: testCache + "/libibverbs.d", Options: verbsRO},
+		{Destination: "/etc/libibverbs.d", Type: "bind", Source: testCache + "/" + list, Options: verbsRO},
 	}
 }
 
@@ -44,38 +48,34 @@ func TestVerbsModify(t *testing.T) {
 		want *specs.Spec
 	}{
 		{
-			name: "plain image",
-			mod:  Verbs{CacheDir: testCache},
+			name: "plain image, cached: the list with the provider entry, nothing preloaded",
+			mod:  Verbs{CacheDir: testCache, Mode: VerbsCached},
 			in:   func() *specs.Spec { return verbsSpec([]string{"PATH=/bin"}, proc) },
-			want: verbsSpec([]string{"PATH=/bin", "LD_PRELOAD=/.swift/verbs/libswiftverbs.so", "SWIFT_VERBS_CACHE=/.swift/verbs"},
-				append([]specs.Mount{proc}, verbsMounts()...)...),
+			want: verbsSpec([]string{"PATH=/bin"}, append([]specs.Mount{proc}, verbsMounts()...)...),
 		},
 		{
-			name: "image preloads something: ours first, theirs kept",
-			mod:  Verbs{CacheDir: testCache},
+			name: "plain image, trimmed: the list alone",
+			mod:  Verbs{CacheDir: testCache, Mode: VerbsTrimmed},
+			in:   func() *specs.Spec { return verbsSpec([]string{"PATH=/bin"}, proc) },
+			want: verbsSpec([]string{"PATH=/bin"}, append([]specs.Mount{proc}, verbsMountsOf("libibverbs.d")...)...),
+		},
+		{
+			name: "image preloads something: left as it is",
+			mod:  Verbs{CacheDir: testCache, Mode: VerbsCached},
 			in:   func() *specs.Spec { return verbsSpec([]string{"LD_PRELOAD=/usr/lib/libjemalloc.so"}) },
-			want: verbsSpec([]string{"LD_PRELOAD=/.swift/verbs/libswiftverbs.so:/usr/lib/libjemalloc.so", "SWIFT_VERBS_CACHE=/.swift/verbs"},
-				verbsMounts()...),
-		},
-		{
-			name: "empty LD_PRELOAD",
-			mod:  Verbs{CacheDir: testCache},
-			in:   func() *specs.Spec { return verbsSpec([]string{"LD_PRELOAD="}) },
-			want: verbsSpec([]string{"LD_PRELOAD=/.swift/verbs/libswiftverbs.so", "SWIFT_VERBS_CACHE=/.swift/verbs"}, verbsMounts()...),
+			want: verbsSpec([]string{"LD_PRELOAD=/usr/lib/libjemalloc.so"}, verbsMounts()...),
 		},
 		{
 			name: "tuning env, the image's value wins",
-			mod:  Verbs{CacheDir: testCache, Env: map[string]string{"MLX5_STALL_CQ_POLL": "0", "MLX5_OTHER": "1"}},
+			mod:  Verbs{CacheDir: testCache, Mode: VerbsCached, Env: map[string]string{"MLX5_STALL_CQ_POLL": "0", "MLX5_OTHER": "1"}},
 			in:   func() *specs.Spec { return verbsSpec([]string{"MLX5_STALL_CQ_POLL=1"}) },
-			want: verbsSpec([]string{"MLX5_STALL_CQ_POLL=1", "LD_PRELOAD=/.swift/verbs/libswiftverbs.so", "MLX5_OTHER=1",
-				"SWIFT_VERBS_CACHE=/.swift/verbs"}, verbsMounts()...),
+			want: verbsSpec([]string{"MLX5_STALL_CQ_POLL=1", "MLX5_OTHER=1"}, verbsMounts()...),
 		},
 		{
 			name: "user's own libibverbs.d mount is kept",
-			mod:  Verbs{CacheDir: testCache},
+			mod:  Verbs{CacheDir: testCache, Mode: VerbsTrimmed},
 			in:   func() *specs.Spec { return verbsSpec(nil, userConf) },
-			want: verbsSpec([]string{"LD_PRELOAD=/.swift/verbs/libswiftverbs.so", "SWIFT_VERBS_CACHE=/.swift/verbs"},
-				userConf, verbsMounts()[0]),
+			want: verbsSpec(nil, userConf, verbsMounts()[0]),
 		},
 	}
 	for _, tc := range cases {
@@ -108,9 +108,11 @@ func TestVerbsModifyErrors(t *testing.T) {
 		mod Verbs
 		in  *specs.Spec
 	}{
-		"no process":   {Verbs{CacheDir: testCache}, &specs.Spec{}},
-		"no cache dir": {Verbs{}, verbsSpec(nil)},
-		"relative dir": {Verbs{CacheDir: "var/lib/swift"}, verbsSpec(nil)},
+		"no process":   {Verbs{CacheDir: testCache, Mode: VerbsCached}, &specs.Spec{}},
+		"no cache dir": {Verbs{Mode: VerbsCached}, verbsSpec(nil)},
+		"relative dir": {Verbs{CacheDir: "var/lib/swift", Mode: VerbsCached}, verbsSpec(nil)},
+		"no mode":      {Verbs{CacheDir: testCache}, verbsSpec(nil)},
+		"stock mode":   {Verbs{CacheDir: testCache, Mode: VerbsStock}, verbsSpec(nil)},
 	} {
 		err := tc.mod.Modify(tc.in)
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -122,28 +124,34 @@ func TestVerbsModifyErrors(t *testing.T) {
 	}
 }
 
-func TestContainsPreload(t *testing.T) {
-	for list, want := range map[string]bool{
-		VerbsPreload:                       true,
-		"/a.so:" + VerbsPreload:            true,
-		"/a.so " + VerbsPreload + " /b.so": true,
-		"/a.so":                            false,
-		VerbsPreload + "x":                 false,
-		"":                                 false,
-	} {
-		if got := containsPreload(list, VerbsPreload); got != want {
-			t.Errorf("containsPreload(%q) = %v, want %v", list, got, want)
-		}
+// TestVerbsModeSwitch: a Create retried with another mode (the node's
+// default changed by a rebuild in between) ends with one driver list, the
+// new one.
+func TestVerbsModeSwitch(t *testing.T) {
+	s := verbsSpec(nil)
+	if err := (Verbs{CacheDir: testCache, Mode: VerbsCached}).Modify(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Verbs{CacheDir: testCache, Mode: VerbsTrimmed}).Modify(s); err != nil {
+		t.Fatal(err)
+	}
+	if want := verbsSpec(nil, verbsMountsOf("libibverbs.d")...); !reflect.DeepEqual(s, want) {
+		t.Fatalf("got %s\nwant %s", specJSON(s), specJSON(want))
 	}
 }
 
 func TestDecideVerbs(t *testing.T) {
-	m := &verbs.Manifest{Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"}}
+	m := &verbs.Manifest{Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"},
+		Profile: verbs.ProfileSummary{DefaultMode: "trimmed", DefaultWhy: "measured at build: cached 7.10 ms, trimmed 5.80 ms: trimmed is faster"}}
+	mc := &verbs.Manifest{Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"},
+		Profile: verbs.ProfileSummary{DefaultMode: "cached", DefaultWhy: "measured at build: cached 5.00 ms, trimmed 5.80 ms: cached is faster"}}
 	valid := verbs.Result{State: verbs.StateValid, Dir: testCache, Manifest: m}
+	validCached := verbs.Result{State: verbs.StateValid, Dir: testCache, Manifest: mc}
 	stale := verbs.Result{State: verbs.StateStale, Dir: testCache, Manifest: m, Reasons: []string{"device rxe1 (uverbs1) added"}}
 	missing := verbs.Result{State: verbs.StateMissing, Reasons: []string{"no verbs cache built on this node (swiftctl cache build)"}}
 	invalid := verbs.Result{State: verbs.StateInvalid, Dir: testCache, Reasons: []string{"snapshot.bin does not match the manifest"}}
-	cached := &Verbs{CacheDir: testCache, Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"}}
+	cached := &Verbs{CacheDir: testCache, Mode: "cached", Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"}}
+	trimmed := &Verbs{CacheDir: testCache, Mode: "trimmed", Env: map[string]string{"MLX5_STALL_CQ_POLL": "0"}}
 	cases := []struct {
 		name      string
 		requested string
@@ -151,26 +159,34 @@ func TestDecideVerbs(t *testing.T) {
 		mode      string
 		mod       *Verbs
 		warn      []string // substrings; none means no warning
+		note      string
 	}{
-		{"default, valid cache", "", valid, VerbsCached, cached, nil},
-		{"cached, valid cache", "cached", valid, VerbsCached, cached, nil},
-		{"stock, valid cache", "stock", valid, VerbsStock, nil, nil},
-		{"stock, no cache", "stock", missing, VerbsStock, nil, nil},
-		{"stock, broken cache", "stock", invalid, VerbsStock, nil, nil},
-		{"default, no cache", "", missing, VerbsStock, nil, []string{"cached mode default", "is missing", "swiftctl cache build", "running stock"}},
-		{"cached, no cache", "cached", missing, VerbsStock, nil, []string{"cached mode requested", "is missing"}},
-		{"cached, stale cache", "cached", stale, VerbsStock, nil, []string{"is stale (device rxe1 (uverbs1) added)"}},
-		{"default, stale cache", "", stale, VerbsStock, nil, []string{"default", "is stale"}},
-		{"cached, corrupt cache", "cached", invalid, VerbsStock, nil, []string{"is invalid (snapshot.bin"}},
-		{"valid without manifest", "", verbs.Result{State: verbs.StateValid, Dir: testCache}, VerbsStock, nil, []string{"no usable cache"}},
-		{"never checked", "", verbs.Result{}, VerbsStock, nil, []string{"not checked"}},
-		{"unknown mode", "fast", valid, VerbsStock, nil, []string{`unknown mode "fast"`}},
+		{"default, valid cache measured trimmed", "", valid, VerbsTrimmed, trimmed, nil,
+			"verbs: trimmed, the node's default (measured at build: cached 7.10 ms, trimmed 5.80 ms: trimmed is faster)"},
+		{"default, valid cache measured cached", "", validCached, VerbsCached, cached, nil,
+			"verbs: cached, the node's default (measured at build: cached 5.00 ms, trimmed 5.80 ms: cached is faster)"},
+		{"cached, valid cache", "cached", valid, VerbsCached, cached, nil, ""},
+		{"trimmed, valid cache", "trimmed", validCached, VerbsTrimmed, trimmed, nil, ""},
+		{"stock, valid cache", "stock", valid, VerbsStock, nil, nil, ""},
+		{"stock, no cache", "stock", missing, VerbsStock, nil, nil, ""},
+		{"stock, broken cache", "stock", invalid, VerbsStock, nil, nil, ""},
+		{"default, no cache", "", missing, VerbsStock, nil, []string{"the default mode but", "is missing", "swiftctl cache build", "running stock"}, ""},
+		{"cached, no cache", "cached", missing, VerbsStock, nil, []string{"cached mode requested", "is missing"}, ""},
+		{"cached, stale cache", "cached", stale, VerbsStock, nil, []string{"is stale (device rxe1 (uverbs1) added)"}, ""},
+		{"default, stale cache", "", stale, VerbsStock, nil, []string{"default", "is stale"}, ""},
+		{"cached, corrupt cache", "cached", invalid, VerbsStock, nil, []string{"is invalid (snapshot.bin"}, ""},
+		{"valid without manifest", "", verbs.Result{State: verbs.StateValid, Dir: testCache}, VerbsStock, nil, []string{"no usable cache"}, ""},
+		{"never checked", "", verbs.Result{}, VerbsStock, nil, []string{"not checked"}, ""},
+		{"unknown mode", "fast", valid, VerbsStock, nil, []string{`unknown mode "fast"`}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := DecideVerbs(tc.requested, tc.cache)
 			if d.Mode != tc.mode || !reflect.DeepEqual(d.Modifier, tc.mod) {
 				t.Fatalf("DecideVerbs = %+v (modifier %+v), want mode %s modifier %+v", d, d.Modifier, tc.mode, tc.mod)
+			}
+			if d.Note != tc.note {
+				t.Errorf("note %q, want %q", d.Note, tc.note)
 			}
 			if len(tc.warn) == 0 && d.Warning != "" {
 				t.Fatalf("unexpected warning %q", d.Warning)
@@ -214,7 +230,7 @@ func TestDecideVerbsEndToEnd(t *testing.T) {
 // stock with a warning when it is stale; swift.io/verbs=stock asks for
 // neither.
 func TestPlanVerbs(t *testing.T) {
-	m := &verbs.Manifest{Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}}
+	m := &verbs.Manifest{Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}, Profile: verbs.ProfileSummary{DefaultMode: "cached", DefaultWhy: "w"}}
 	valid := verbs.Result{State: verbs.StateValid, Dir: testCache, Manifest: m}
 	stale := verbs.Result{State: verbs.StateStale, Dir: testCache, Manifest: m, Reasons: []string{"device rxe1 (uverbs1) added"}}
 	for _, tc := range []struct {
@@ -224,9 +240,9 @@ func TestPlanVerbs(t *testing.T) {
 		last      Modifier
 		warnings  []string
 	}{
-		{"valid", "", valid, Verbs{CacheDir: testCache, Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}}, nil},
+		{"valid", "", valid, Verbs{CacheDir: testCache, Mode: "cached", Env: map[string]string{"MLX5_SINGLE_THREADED": "1"}}, nil},
 		{"stale", "", stale, Zygote{BinDir: "/b", ConfPath: "/c"},
-			[]string{"verbs: cached mode default but the verbs cache is stale (device rxe1 (uverbs1) added): running stock libibverbs"}},
+			[]string{"verbs: the default mode but the verbs cache is stale (device rxe1 (uverbs1) added): running stock libibverbs"}},
 		{"stock asked", VerbsStock, valid, Zygote{BinDir: "/b", ConfPath: "/c"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -221,6 +221,7 @@ type decision struct {
 	mods     []inject.Modifier
 	zygote   *zygotePrep // nil without a zygote here
 	warnings []string
+	notes    []string
 }
 
 // decide makes the decision for req.
@@ -272,7 +273,7 @@ func decide(ctx context.Context, req *createRequest) (*decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mods, d.warnings = chain.Mods, chain.Warnings
+	d.mods, d.warnings, d.notes = chain.Mods, chain.Warnings, chain.Notes
 	if cfg.Hooks.NetCheck && nsExists {
 		if err := hooks.NetCheckAt(nsPath, cfg.RDMA.SysRoot, chain.Devices, cfg.Hooks.ExclusiveMove); err != nil {
 			return nil, err
@@ -342,6 +343,9 @@ func hookPath(cfg config.Config) (string, error) {
 func commit(ctx context.Context, req *createRequest, d *decision) (_ *leaseRef, retErr error) {
 	for _, w := range d.warnings {
 		log.G(ctx).Warn("swift: " + w)
+	}
+	for _, n := range d.notes {
+		log.G(ctx).Info("swift: " + n)
 	}
 	spec, zp := req.spec, d.zygote
 	if err := inject.Apply(spec, d.mods); err != nil {

@@ -13,8 +13,11 @@ import (
 )
 
 // fakeProfiler writes a shell script standing in for swift-profile: the
-// stock path prints stockOut, the cached path (--config-dir) cachedOut.
-// before, if set, runs first (to change the node mid-profile).
+// stock path prints stockOut, the cached path (--config-dir of a list
+// with the provider entry, which Build writes under .profile-) cachedOut,
+// and the trimmed path (--config-dir of the cache's libibverbs.d) the
+// same runs without the library and 1150 µs faster. before, if set, runs
+// first (to change the node mid-profile).
 func fakeProfiler(t *testing.T, stockOut, cachedOut, before string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -27,8 +30,10 @@ func fakeProfiler(t *testing.T, stockOut, cachedOut, before string) string {
 	}
 	s := write("stock.txt", stockOut)
 	c := write("cached.txt", cachedOut)
+	tr := write("trimmed.txt", strings.NewReplacer("cache=valid", "cache=none", "entry=provider", "entry=none",
+		"critical_us=41150.0", "critical_us=40000.0").Replace(cachedOut))
 	script := write("swift-profile", "#!/bin/sh\n"+before+"\n"+
-		`case " $* " in *" --config-dir "*) cat '`+c+`' ;; *) cat '`+s+`' ;; esac`+"\n"+
+		`case " $* " in *"/.profile-"*) cat '`+c+`' ;; *" --config-dir "*) cat '`+tr+`' ;; *) cat '`+s+`' ;; esac`+"\n"+
 		`[ -z "$LD_PRELOAD$RDMAV_DRIVERS$SWIFT_VERBS_CACHE" ] || { echo "profiler env not clean" >&2; exit 9; }`+"\n")
 	if err := os.Chmod(script, 0o755); err != nil {
 		t.Fatal(err)
@@ -39,7 +44,7 @@ func fakeProfiler(t *testing.T, stockOut, cachedOut, before string) string {
 func cachedOutput() string {
 	var b strings.Builder
 	for i := 0; i < 3; i++ {
-		b.WriteString("run=" + string(rune('0'+i)) + " exit=0 process_us=90000.0 cache=valid served=1 port_checks=1 init_us=150.0")
+		b.WriteString("run=" + string(rune('0'+i)) + " exit=0 process_us=90000.0 cache=valid served=1 port_checks=1 entry=provider init_us=150.0")
 		for _, c := range Calls {
 			v := "1000.0"
 			if c == "ibv_get_device_list" {
@@ -127,8 +132,13 @@ func TestBuild(t *testing.T) {
 		if res.Cached == nil || p.CachedUS["critical"] != 41150 || p.Speedup < 5 || p.Speedup > 6 {
 			t.Fatalf("cached profile %+v (speedup %v)", p.CachedUS, p.Speedup)
 		}
-	} else if res.Cached != nil || !strings.Contains(p.CachedNote, "root") {
-		t.Fatalf("not root: cached %+v note %q", res.Cached, p.CachedNote)
+		// the fake's trimmed path is 1150 µs faster: trimmed is the default
+		if res.Trimmed == nil || p.TrimmedUS["critical"] != 40000 || p.DefaultMode != "trimmed" ||
+			p.DefaultWhy != "measured at build: cached 41.15 ms, trimmed 40.00 ms: trimmed is faster" {
+			t.Fatalf("trimmed profile %+v, default %q (%s)", p.TrimmedUS, p.DefaultMode, p.DefaultWhy)
+		}
+	} else if res.Cached != nil || !strings.Contains(p.CachedNote, "root") || p.DefaultMode != "trimmed" {
+		t.Fatalf("not root: cached %+v note %q default %q", res.Cached, p.CachedNote, p.DefaultMode)
 	}
 }
 
@@ -184,14 +194,17 @@ func TestBuildFails(t *testing.T) {
 		}, errdefs.ErrAborted, "changed while it was profiled"},
 	}
 	if os.Geteuid() == 0 { // the cached path is profiled only as root
-		cases = append(cases, struct {
+		cases = append(cases, []struct {
 			name string
 			edit func(*buildEnv)
 			is   error
 			msg  string
-		}{"preload finds the new cache stale", func(e *buildEnv) {
+		}{{"the library finds the new cache stale", func(e *buildEnv) {
 			e.opts.Profiler = fakeProfiler(t, string(stock), strings.ReplaceAll(cachedOutput(), "cache=valid", "cache=stale"), "")
-		}, errdefs.ErrInternal, `finds the new cache "stale"`})
+		}, errdefs.ErrInternal, `finds the new cache "stale"`},
+			{"cached path finds the library preloaded, not a provider entry", func(e *buildEnv) {
+				e.opts.Profiler = fakeProfiler(t, string(stock), strings.ReplaceAll(cachedOutput(), "entry=provider", "entry=preload"), "")
+			}, errdefs.ErrInternal, `as entry "preload", not valid as a provider entry`}}...)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,5 +253,24 @@ func TestChart(t *testing.T) {
 	}
 	if strings.Count(s, "<rect") != 1+2+4 { // background, legend, bars
 		t.Errorf("chart has %d rects", strings.Count(s, "<rect"))
+	}
+}
+
+// TestDefaultMode: the rule for the node's default, with literal figures.
+func TestDefaultMode(t *testing.T) {
+	for _, tc := range []struct {
+		cached, trimmed float64
+		mode, why       string
+	}{
+		{7100, 5800, "trimmed", "measured at build: cached 7.10 ms, trimmed 5.80 ms: trimmed is faster"},
+		{5000, 5800, "cached", "measured at build: cached 5.00 ms, trimmed 5.80 ms: cached is faster"},
+		{5800, 5800, "cached", "measured at build: cached 5.80 ms, trimmed 5.80 ms: cached is faster"},
+		{0, 5800, "trimmed", "not measured: trimmed loads nothing into a process"},
+		{5000, 0, "trimmed", "not measured: trimmed loads nothing into a process"},
+	} {
+		mode, why := DefaultMode(tc.cached, tc.trimmed)
+		if mode != tc.mode || why != tc.why {
+			t.Errorf("DefaultMode(%v, %v) = %q, %q; want %q, %q", tc.cached, tc.trimmed, mode, why, tc.mode, tc.why)
+		}
 	}
 }

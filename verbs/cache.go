@@ -29,7 +29,16 @@ import (
 //	state_dir/verbs/<id>-<n>/snapshot.bin   what libswiftverbs.so serves (see snapshot.go)
 //	state_dir/verbs/<id>-<n>/libswiftverbs.so
 //	state_dir/verbs/<id>-<n>/env            tuning environment, KEY=VALUE lines
-//	state_dir/verbs/<id>-<n>/libibverbs.d/  the needed providers' .driver files
+//	state_dir/verbs/<id>-<n>/libibverbs.d/  the needed providers' .driver files (trimmed mode)
+//	state_dir/verbs/<id>-<n>/libibverbs-cached.d/  the same and swiftverbs.driver (cached mode)
+//	state_dir/verbs/<id>-<n>/libswiftverbs-rdmavNN.so  links to libswiftverbs.so, one per provider ABI
+//
+// In cached mode libibverbs loads libswiftverbs.so as a provider: the
+// entry swiftverbs.driver names ContainerDir/libswiftverbs, to which
+// libibverbs adds its provider suffix "-rdmavNN.so" (NN: its private
+// ABI). The links answer for every ABI from ProviderABIMin to
+// ProviderABIMax, so that an image whose rdma-core differs from the
+// node's finds the library too (it uses only libibverbs' public ABI).
 //
 // <id> is the fingerprint's ID. A rebuild writes a new directory and then
 // switches current; older directories are left in place because running
@@ -42,8 +51,31 @@ const (
 	PreloadFile     = "libswiftverbs.so"
 	EnvFile         = "env"
 	ConfigDirName   = "libibverbs.d"
-	ManifestVersion = 1
+	CachedDirName   = "libibverbs-cached.d"
+	EntryFile       = "swiftverbs.driver"
+	EntryStem       = "libswiftverbs"
+	ContainerDir    = "/.swift/verbs" // where containers see the cache
+	ProviderABIMin  = 17
+	ProviderABIMax  = 64
+	ManifestVersion = 2
 )
+
+// The verbs modes a container can run in.
+const (
+	ModeCached  = "cached"  // trimmed providers, and libswiftverbs.so as a provider entry
+	ModeTrimmed = "trimmed" // trimmed providers only
+	ModeStock   = "stock"   // the image as it is
+)
+
+// ProviderLink is the name libibverbs of provider ABI abi opens for the
+// entry ContainerDir/libswiftverbs.
+func ProviderLink(abi int) string { return fmt.Sprintf("%s-rdmav%d.so", EntryStem, abi) }
+
+// EntryData is the content of a libibverbs.d entry that makes libibverbs
+// load the cache's library from dir.
+func EntryData(dir string) []byte {
+	return []byte("driver " + filepath.Join(dir, EntryStem) + "\n")
+}
 
 // Provider is the provider a device needs.
 type Provider struct {
@@ -56,10 +88,16 @@ type Provider struct {
 type ProfileSummary struct {
 	Runs       int                `json:"runs"`
 	Device     string             `json:"device"`
-	StockUS    map[string]float64 `json:"stock_us"`            // median per call, critical, process, init
-	CachedUS   map[string]float64 `json:"cached_us,omitempty"` // same, through the cache
-	Speedup    float64            `json:"speedup,omitempty"`   // stock critical / cached critical
+	StockUS    map[string]float64 `json:"stock_us"`             // median per call, critical, process, init
+	CachedUS   map[string]float64 `json:"cached_us,omitempty"`  // same, through the cache
+	Speedup    float64            `json:"speedup,omitempty"`    // stock critical / cached critical
+	TrimmedUS  map[string]float64 `json:"trimmed_us,omitempty"` // same, trimmed providers only
 	CachedNote string             `json:"cached_note,omitempty"`
+	// DefaultMode is the mode containers that do not ask for one get:
+	// the faster of cached and trimmed as measured here (trimmed when not
+	// measured), and DefaultWhy says why, with the figures.
+	DefaultMode string `json:"default_mode"`
+	DefaultWhy  string `json:"default_why"`
 }
 
 // DeviceStability says which of a device's results were identical over
@@ -202,6 +240,9 @@ func Write(stateDir string, c Contents) (dir string, retErr error) {
 		return "", err
 	}
 	m := c.Manifest
+	if m.Profile.DefaultMode == "" {
+		m.Profile.DefaultMode, m.Profile.DefaultWhy = ModeTrimmed, "not measured: trimmed loads nothing into a process"
+	}
 	m.Version = ManifestVersion
 	m.ID = m.Fingerprint.ID()
 	m.Files = map[string]string{}
@@ -216,21 +257,35 @@ func Write(stateDir string, c Contents) (dir string, retErr error) {
 		{EnvFile, RenderEnv(m.Env), 0o644},
 	}
 	for _, d := range c.Drivers {
-		if d.Name == "" || strings.ContainsAny(d.Name, "/") || strings.HasPrefix(d.Name, ".") {
+		if d.Name == "" || strings.ContainsAny(d.Name, "/") || strings.HasPrefix(d.Name, ".") || d.Name == EntryFile {
 			return "", fmt.Errorf("verbs cache: bad driver file name %q: %w", d.Name, errdefs.ErrInvalidArgument)
 		}
-		files = append(files, struct {
-			name string
-			data []byte
-			mode os.FileMode
-		}{ConfigDirName + "/" + d.Name, d.Data, 0o644})
+		for _, dir := range []string{ConfigDirName, CachedDirName} {
+			files = append(files, struct {
+				name string
+				data []byte
+				mode os.FileMode
+			}{dir + "/" + d.Name, d.Data, 0o644})
+		}
 		m.DriverFiles = append(m.DriverFiles, d.Name)
 	}
-	if err := os.Mkdir(filepath.Join(tmp, ConfigDirName), 0o755); err != nil {
-		return "", err
+	files = append(files, struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{CachedDirName + "/" + EntryFile, EntryData(ContainerDir), 0o644})
+	for _, dir := range []string{ConfigDirName, CachedDirName} {
+		if err := os.Mkdir(filepath.Join(tmp, dir), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(filepath.Join(tmp, dir), 0o755); err != nil {
+			return "", err
+		}
 	}
-	if err := os.Chmod(filepath.Join(tmp, ConfigDirName), 0o755); err != nil {
-		return "", err
+	for abi := ProviderABIMin; abi <= ProviderABIMax; abi++ {
+		if err := os.Symlink(PreloadFile, filepath.Join(tmp, ProviderLink(abi))); err != nil {
+			return "", fmt.Errorf("verbs cache: %w", err)
+		}
 	}
 	for _, f := range files {
 		if err := writeFileSync(filepath.Join(tmp, f.name), f.data, f.mode); err != nil {
@@ -241,8 +296,10 @@ func Write(stateDir string, c Contents) (dir string, retErr error) {
 	if err := writeManifest(tmp, m); err != nil {
 		return "", err
 	}
-	if err := syncDir(filepath.Join(tmp, ConfigDirName)); err != nil {
-		return "", err
+	for _, dir := range []string{ConfigDirName, CachedDirName} {
+		if err := syncDir(filepath.Join(tmp, dir)); err != nil {
+			return "", err
+		}
 	}
 	if err := syncDir(tmp); err != nil {
 		return "", err
@@ -389,7 +446,7 @@ func Load(dir string) (Manifest, Snapshot, error) {
 	if m.ID != m.Fingerprint.ID() {
 		return m, Snapshot{}, fmt.Errorf("manifest id %s does not match its fingerprint (%s): %w", m.ID, m.Fingerprint.ID(), errdefs.ErrDataLoss)
 	}
-	for _, p := range []string{filepath.Dir(dir), dir, filepath.Join(dir, ConfigDirName), filepath.Join(dir, ManifestFile)} {
+	for _, p := range []string{filepath.Dir(dir), dir, filepath.Join(dir, ConfigDirName), filepath.Join(dir, CachedDirName), filepath.Join(dir, ManifestFile)} {
 		if err := checkOwner(p); err != nil {
 			return m, Snapshot{}, err
 		}
@@ -402,12 +459,26 @@ func Load(dir string) (Manifest, Snapshot, error) {
 	if len(m.DriverFiles) == 0 {
 		return m, Snapshot{}, fmt.Errorf("manifest lists no provider .driver file: %w", errdefs.ErrDataLoss)
 	}
-	entries, err := os.ReadDir(filepath.Join(dir, ConfigDirName))
-	if err != nil {
-		return m, Snapshot{}, fmt.Errorf("read %s: %w", ConfigDirName, err)
+	for _, cd := range []struct {
+		name string
+		want int
+	}{{ConfigDirName, len(m.DriverFiles)}, {CachedDirName, len(m.DriverFiles) + 1}} {
+		entries, err := os.ReadDir(filepath.Join(dir, cd.name))
+		if err != nil {
+			return m, Snapshot{}, fmt.Errorf("read %s: %w", cd.name, err)
+		}
+		if len(entries) != cd.want {
+			return m, Snapshot{}, fmt.Errorf("%s holds %d files, the manifest says %d: %w", cd.name, len(entries), cd.want, errdefs.ErrDataLoss)
+		}
 	}
-	if len(entries) != len(m.DriverFiles) {
-		return m, Snapshot{}, fmt.Errorf("%s holds %d files, the manifest lists %d: %w", ConfigDirName, len(entries), len(m.DriverFiles), errdefs.ErrDataLoss)
+	if got := m.Files[CachedDirName+"/"+EntryFile]; got != sha(EntryData(ContainerDir)) {
+		return m, Snapshot{}, fmt.Errorf("manifest has no hash of %s/%s naming %s: %w", CachedDirName, EntryFile, ContainerDir, errdefs.ErrDataLoss)
+	}
+	for abi := ProviderABIMin; abi <= ProviderABIMax; abi++ {
+		l := filepath.Join(dir, ProviderLink(abi))
+		if t, err := os.Readlink(l); err != nil || t != PreloadFile {
+			return m, Snapshot{}, fmt.Errorf("%s is not a link to %s (%q, %v): %w", ProviderLink(abi), PreloadFile, t, err, errdefs.ErrDataLoss)
+		}
 	}
 	var snapBytes, envBytes []byte
 	names := make([]string, 0, len(m.Files))
@@ -442,9 +513,16 @@ func Load(dir string) (Manifest, Snapshot, error) {
 		}
 	}
 	for _, d := range m.DriverFiles {
-		if _, ok := m.Files[ConfigDirName+"/"+d]; !ok {
-			return m, Snapshot{}, fmt.Errorf("manifest has no hash for %s/%s: %w", ConfigDirName, d, errdefs.ErrDataLoss)
+		for _, cd := range []string{ConfigDirName, CachedDirName} {
+			if _, ok := m.Files[cd+"/"+d]; !ok {
+				return m, Snapshot{}, fmt.Errorf("manifest has no hash for %s/%s: %w", cd, d, errdefs.ErrDataLoss)
+			}
 		}
+	}
+	switch m.Profile.DefaultMode {
+	case ModeCached, ModeTrimmed:
+	default:
+		return m, Snapshot{}, fmt.Errorf("manifest's default mode %q is neither %s nor %s: %w", m.Profile.DefaultMode, ModeCached, ModeTrimmed, errdefs.ErrDataLoss)
 	}
 	snap, err := ParseSnapshot(snapBytes)
 	if err != nil {

@@ -67,8 +67,21 @@ func TestWriteLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if m.ID != mustID(t, src) || len(m.Files) != 4 || !reflect.DeepEqual(m.DriverFiles, []string{"rxe.driver"}) {
+	if m.ID != mustID(t, src) || len(m.Files) != 6 || !reflect.DeepEqual(m.DriverFiles, []string{"rxe.driver"}) {
 		t.Fatalf("manifest %+v", m)
+	}
+	// cached mode's list: the trimmed one and the provider entry, which
+	// names the library where containers see the cache; a link per ABI
+	if b, _ := os.ReadFile(filepath.Join(dir, CachedDirName, "swiftverbs.driver")); string(b) != "driver /.swift/verbs/libswiftverbs\n" {
+		t.Fatalf("provider entry %q", b)
+	}
+	for _, l := range []string{"libswiftverbs-rdmav17.so", "libswiftverbs-rdmav34.so", "libswiftverbs-rdmav64.so"} {
+		if target, err := os.Readlink(filepath.Join(dir, l)); err != nil || target != "libswiftverbs.so" {
+			t.Fatalf("%s -> %q, %v", l, target, err)
+		}
+	}
+	if m.Profile.DefaultMode != "trimmed" {
+		t.Fatalf("unmeasured default %q", m.Profile.DefaultMode)
 	}
 	if len(snap.Devices) != 2 || snap.Devices[1].Name != "rxe1" {
 		t.Fatalf("snapshot %+v", snap)
@@ -198,11 +211,26 @@ func TestCheckCorrupt(t *testing.T) {
 			rewrite(t, filepath.Join(dir, ConfigDirName, "siw.driver"), "driver siw\n")
 		}, "holds 2 files"},
 		{"missing driver", func(t *testing.T, _, dir string) { os.Remove(filepath.Join(dir, ConfigDirName, "rxe.driver")) }, "holds 0 files"},
+		{"provider entry elsewhere", func(t *testing.T, _, dir string) {
+			rewrite(t, filepath.Join(dir, CachedDirName, EntryFile), "driver /tmp/evil\n")
+		}, "libibverbs-cached.d/swiftverbs.driver does not match the manifest"},
+		{"provider entry missing", func(t *testing.T, _, dir string) { os.Remove(filepath.Join(dir, CachedDirName, EntryFile)) }, "libibverbs-cached.d holds 1 files"},
+		{"ABI link elsewhere", func(t *testing.T, _, dir string) {
+			l := filepath.Join(dir, "libswiftverbs-rdmav34.so")
+			os.Remove(l)
+			if err := os.Symlink("/tmp/evil.so", l); err != nil {
+				t.Fatal(err)
+			}
+		}, "libswiftverbs-rdmav34.so is not a link to libswiftverbs.so"},
+		{"ABI link missing", func(t *testing.T, _, dir string) { os.Remove(filepath.Join(dir, "libswiftverbs-rdmav40.so")) }, "libswiftverbs-rdmav40.so is not a link"},
+		{"default mode unknown", func(t *testing.T, _, dir string) {
+			editManifest(t, dir, `"default_mode": "trimmed"`, `"default_mode": "fast"`)
+		}, `default mode "fast"`},
 		{"missing preload", func(t *testing.T, _, dir string) { os.Remove(filepath.Join(dir, PreloadFile)) }, "libswiftverbs.so"},
 		{"missing manifest", func(t *testing.T, _, dir string) { os.Remove(filepath.Join(dir, ManifestFile)) }, "manifest"},
 		{"truncated manifest", func(t *testing.T, _, dir string) { truncate(t, filepath.Join(dir, ManifestFile), 40) }, "manifest"},
 		{"garbage manifest", func(t *testing.T, _, dir string) { rewrite(t, filepath.Join(dir, ManifestFile), "\x00\xff") }, "manifest"},
-		{"manifest version", func(t *testing.T, _, dir string) { editManifest(t, dir, `"version": 1`, `"version": 9`) }, "manifest version 9"},
+		{"manifest version", func(t *testing.T, _, dir string) { editManifest(t, dir, `"version": 2`, `"version": 9`) }, "manifest version 9"},
 		{"manifest id", func(t *testing.T, _, dir string) {
 			editManifest(t, dir, `"kernel": "6.1.0-swift-test"`, `"kernel": "6.1.0-x"`)
 		}, "does not match its fingerprint"},

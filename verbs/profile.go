@@ -41,7 +41,8 @@ type Run struct {
 	// revalidations (failed calls after cached data) and corrected retries.
 	Revalidations int
 	Retries       int
-	InitUS        float64            // the preload's load-time validation
+	InitUS        float64            // the library's validation (before main when preloaded)
+	Entry         string             // how libswiftverbs.so came in: preload, provider or none
 	Calls         map[string]float64 // call -> µs
 	CriticalUS    float64            // InitUS + every call
 	Pingpong      string             // ok, fail, skipped
@@ -137,7 +138,7 @@ func ParseProfile(r io.Reader) (Profile, error) {
 				Cache: m["cache"], Served: atoi(m, "served"), PortChecks: atoi(m, "port_checks"),
 				Revalidations: atoi(m, "revalidations"), Retries: atoi(m, "retries"),
 				InitUS: atof(m, "init_us"), CriticalUS: atof(m, "critical_us"), Pingpong: m["pingpong"],
-				Device: m["device"], NDev: atoi(m, "ndev"), Error: m["error"], Errno: atoi(m, "errno"),
+				Device: m["device"], NDev: atoi(m, "ndev"), Error: m["error"], Errno: atoi(m, "errno"), Entry: m["entry"],
 				Calls: map[string]float64{},
 			}
 			for _, c := range Calls {

@@ -266,21 +266,24 @@ func printManifest(w io.Writer, m verbs.Manifest) {
 	}
 	p := m.Profile
 	fmt.Fprintf(w, "profile: %d runs on %s\n", p.Runs, p.Device)
-	fmt.Fprintf(w, "  %-22s %12s %12s\n", "call (median)", "stock ms", "cached ms")
+	fmt.Fprintf(w, "  %-22s %12s %12s %12s\n", "call (median)", "stock ms", "cached ms", "trimmed ms")
+	ms := func(m map[string]float64, c string) string {
+		if v, ok := m[c]; ok {
+			return fmt.Sprintf("%.3f", v/1000)
+		}
+		return "-"
+	}
 	for _, c := range append(append([]string{}, verbs.Calls...), "init", "critical", "process") {
 		s, ok := p.StockUS[c]
 		if !ok {
 			continue
 		}
-		cached := "-"
-		if v, ok := p.CachedUS[c]; ok {
-			cached = fmt.Sprintf("%.3f", v/1000)
-		}
-		fmt.Fprintf(w, "  %-22s %12.3f %12s\n", c, s/1000, cached)
+		fmt.Fprintf(w, "  %-22s %12.3f %12s %12s\n", c, s/1000, ms(p.CachedUS, c), ms(p.TrimmedUS, c))
 	}
 	if p.Speedup > 0 {
 		fmt.Fprintf(w, "speedup (critical path): %.2fx\n", p.Speedup)
 	} else if p.CachedNote != "" {
 		fmt.Fprintf(w, "%s\n", p.CachedNote)
 	}
+	fmt.Fprintf(w, "default mode: %s (%s)\n", p.DefaultMode, p.DefaultWhy)
 }

@@ -54,7 +54,9 @@ func writeTestCache(t *testing.T, sysRoot, stateDir string) string {
 		Manifest: verbs.Manifest{Fingerprint: fp, Providers: []verbs.Provider{{Device: "rxe0", Name: "rxe"}},
 			StockDrivers: []string{"mlx5", "rxe"}, Env: map[string]string{},
 			Profile: verbs.ProfileSummary{Runs: 3, Device: "rxe0", StockUS: map[string]float64{"critical": 200000, "ibv_get_device_list": 180000},
-				CachedUS: map[string]float64{"critical": 50000, "ibv_get_device_list": 30000}, Speedup: 4}},
+				CachedUS: map[string]float64{"critical": 50000, "ibv_get_device_list": 30000}, Speedup: 4,
+				TrimmedUS:   map[string]float64{"critical": 45000, "ibv_get_device_list": 27000},
+				DefaultMode: "trimmed", DefaultWhy: "measured at build: cached 50.00 ms, trimmed 45.00 ms: trimmed is faster"}},
 		Snapshot: snap,
 		Preload:  append([]byte("\x7fELF"), make([]byte, 60)...),
 		Drivers:  []verbs.DriverFile{{Name: "rxe.driver", Drivers: []string{"rxe"}, Data: []byte("driver rxe\n")}},
@@ -102,7 +104,8 @@ func TestCacheCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"state: valid", "device: rxe0 uverbs0 231:192", "provider=rxe", "libibverbs.d: rxe.driver (of 2 providers)",
-		"env: (none)", "ibv_get_device_list", "180.000", "30.000", "speedup (critical path): 4.00x"} {
+		"env: (none)", "ibv_get_device_list", "180.000", "30.000", "27.000", "speedup (critical path): 4.00x",
+		"default mode: trimmed (measured at build: cached 50.00 ms, trimmed 45.00 ms: trimmed is faster)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
