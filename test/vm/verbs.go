@@ -104,18 +104,54 @@ func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed, static verbs.Pro
 	return nil
 }
 
+// VerbsBindNowKeys adds the trimmed list with eager binding
+// (LD_BIND_NOW=1: every symbol of the program and its libraries bound at
+// load, none through the lazy resolver) as verbs.bindnow_* and
+// verbs.noaslr.bindnow_*, like VerbsModeKeys; kv must already hold
+// verbs.stock_ms and verbs.noaslr.stock_ms.
+func VerbsBindNowKeys(kv map[string]any, aslr, noASLR verbs.Profile) error {
+	if _, ok := kv["verbs.noaslr.stock_ms"]; !ok {
+		return fmt.Errorf("bindnow: no verbs.noaslr.stock_ms to compare with")
+	}
+	VerbsModeKeys(kv, "bindnow", aslr)
+	nk := map[string]any{"verbs.stock_ms": kv["verbs.noaslr.stock_ms"]}
+	VerbsModeKeys(nk, "bindnow", noASLR)
+	delete(nk, "verbs.stock_ms")
+	for k, v := range nk {
+		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
+	}
+	return nil
+}
+
 // VerbsSpawnKeys turns verbs-bench's swift-spawn facts (a program that
-// never uses RDMA, run in the cached container with and without the
-// preload) into verbs.spawn.{plain,preload,overhead}_us, and the same under
-// verbs.noaslr.spawn. for the runs without address space randomization.
+// never uses RDMA, run in the cached container as it is and with
+// LD_PRELOAD removed; and again with libswiftverbs.so preloaded) into
+// verbs.spawn.{plain,with,overhead}_us, verbs.spawn.preload_overhead_us
+// and verbs.spawn.overhead_ratio (overhead over preload_overhead), and the
+// same under verbs.noaslr.spawn. without address space randomization.
 func VerbsSpawnKeys(kv map[string]any, facts map[string]string) error {
-	for _, m := range []struct{ fact, key string }{{"spawn_", "verbs.spawn."}, {"spawn_noaslr_", "verbs.noaslr.spawn."}} {
-		for _, f := range []string{"plain_us", "preload_us", "overhead_us"} {
-			v, err := strconv.ParseFloat(facts[m.fact+f], 64)
+	num := func(k string) (float64, error) {
+		v, err := strconv.ParseFloat(facts[k], 64)
+		if err != nil {
+			return 0, fmt.Errorf("fact %s = %q: not a number", k, facts[k])
+		}
+		return v, nil
+	}
+	for _, m := range []struct{ fact, pre, key string }{{"spawn_", "spawn_preload_", "verbs.spawn."}, {"spawn_noaslr_", "spawn_preload_noaslr_", "verbs.noaslr.spawn."}} {
+		for _, f := range []string{"plain_us", "with_us", "overhead_us"} {
+			v, err := num(m.fact + f)
 			if err != nil {
-				return fmt.Errorf("fact %s%s = %q: not a number", m.fact, f, facts[m.fact+f])
+				return err
 			}
 			kv[m.key+f] = v
+		}
+		p, err := num(m.pre + "overhead_us")
+		if err != nil {
+			return err
+		}
+		kv[m.key+"preload_overhead_us"] = p
+		if p > 0 {
+			kv[m.key+"overhead_ratio"] = kv[m.key+"overhead_us"].(float64) / p
 		}
 	}
 	return nil

@@ -2,14 +2,18 @@
 # provides log, fail, fact, ctr_, rootfs, zstop, median, need_rxe,
 # need_containerd, $W, $R, $name, $RUNTIME, $CPATH).
 #
-#   verbs             swiftctl cache build/check/show; a container with
-#                     swift.io/verbs=cached and one with stock both run the
+#   verbs             swiftctl cache build/check/show; containers with
+#                     swift.io/verbs=cached, trimmed and stock run the
 #                     full control-plane sequence (swift-profile, per-call
 #                     timings) and an RC pingpong; the cached one has the
-#                     preload, the trimmed libibverbs.d and cached answers;
+#                     trimmed libibverbs.d with libswiftverbs.so as a
+#                     provider entry (no LD_PRELOAD) and cached answers,
+#                     the trimmed one the list alone; one without
+#                     swift.io/verbs gets the mode cache build measured
+#                     faster, and the shim's log says so;
 #                     then error-triggered revalidation with a cache whose
 #                     max_sge is wrong (QPs sized from it: create fails,
-#                     the preload re-queries, says so once, retries right)
+#                     the library re-queries, says so once, retries right)
 #   verbs-invalidate  cache built with rxe0; rxe1 added (on dummy0, or lo
 #                     when the guest has no dummy module): cache
 #                     check says stale and why, new containers run stock and
@@ -21,18 +25,20 @@
 #                     (same name, number, GUID): stale, "registered again";
 #                     rxe1 removed: no crash, the right device list, a clear
 #                     log line
-#   verbs-bench       stock and cached containers side by side, fresh
-#                     process per run, $SWIFTVM_VERBS_RUNS runs each (default
-#                     20), alternating rounds, plus the cached container
-#                     without the preload ("trimmed": provider trimming
-#                     alone) and swift-profile-static in the stock one
-#                     ("static": every provider linked in, none loaded);
+#   verbs-bench       stock, cached and trimmed containers side by side,
+#                     fresh process per run, $SWIFTVM_VERBS_RUNS runs each
+#                     (default 20), alternating rounds, and
+#                     swift-profile-static in the stock one ("static":
+#                     every provider linked in, none loaded), and the
+#                     trimmed one with LD_BIND_NOW=1 ("bindnow");
 #                     raw swift-profile output in
 #                     $R/verbs-bench-{stock,cached,trimmed,static}.prof for
 #                     the host; the same without address space
 #                     randomization in $R/verbs-bench-*-noaslr.prof; and
-#                     swift-spawn: a program that does not use RDMA, with
-#                     and without the preload
+#                     swift-spawn: a program that does not use RDMA, in the
+#                     cached container as it is and with LD_PRELOAD removed,
+#                     and with libswiftverbs.so preloaded (the delivery the
+#                     cache had before it became a provider entry)
 
 VERBS_STATE=/var/lib/swift/verbs
 
@@ -189,13 +195,30 @@ scenario_verbs() {
 	fact cached_exit $?
 	PP_PORT=18611 vrun vstock stock /bin/sh -c "PP_PORT=18611; $VERBS_PROBE" >"$W/vstock.log" 2>&1
 	fact stock_exit $?
+	PP_PORT=18612 vrun vtrim trimmed /bin/sh -c "PP_PORT=18612; $VERBS_PROBE" >"$W/vtrim.log" 2>&1
+	fact trimmed_exit $?
 	echo "--- cached container"
 	cat "$W/vcached.log"
 	echo "--- stock container"
 	cat "$W/vstock.log"
+	echo "--- trimmed container"
+	cat "$W/vtrim.log"
 	vfacts cached "$W/vcached.log"
 	vfacts stock "$W/vstock.log"
-	grep -q 'swift: .*verbs' "$R/containerd.log" && grep 'swift: .*verbs' "$R/containerd.log" | tail -n 3
+	vfacts trimmed "$W/vtrim.log"
+	fact cached_entry "$(sed -n 's/^run=.* entry=\([a-z]*\) .*/\1/p' "$W/vcached.log" | sort -u | tr '\n' ' ' | sed 's/ *$//')"
+	fact cached_patched_min "$(sed -n 's/^run=.* patched=\([0-9]*\) .*/\1/p' "$W/vcached.log" | sort -n | head -n1)"
+
+	# no swift.io/verbs: the mode cache build measured faster, logged
+	dm=$(sed -n 's/.*"default_mode": "\([a-z]*\)".*/\1/p' "$W/verbs-manifest.json")
+	fact default_mode "$dm"
+	vrun vdef "" /bin/sh -c 'echo "ld_preload=$LD_PRELOAD"; echo "driver_files=$(ls /etc/libibverbs.d | tr "\n" " ")"' >"$W/vdef.log" 2>&1
+	cat "$W/vdef.log"
+	fact default_ld_preload "$(sed -n 's/^ld_preload=//p' "$W/vdef.log")"
+	fact default_driver_files "$(sed -n 's/^driver_files=//p' "$W/vdef.log" | sed 's/ *$//')"
+	sleep 1
+	grep 'swift: .*verbs' "$R/containerd.log" | tail -n 4
+	fact shim_default_note "$(grep -c "swift: verbs: $dm, the node's default (measured at build: cached [0-9.]* ms, trimmed [0-9.]* ms: $dm is faster)" "$R/containerd.log")"
 
 	# Error-triggered revalidation: a copy of the cache whose max_sge is
 	# twice the device's (checksum resealed, so the preload trusts it). A
@@ -220,8 +243,12 @@ struct.pack_into("<Q", b, 16, h)
 open(p, "wb").write(b)
 print("max_sge %d -> %d" % (v, v * 2))
 ' "$W/vtamper/snapshot.bin" || fail "cannot rewrite the snapshot copy"
-	swift-profile --runs 1 --device rxe0 --pingpong 10 --size-from-device --config-dir "$W/vtamper/libibverbs.d" \
-		--preload "$W/vtamper/libswiftverbs.so" --cache "$W/vtamper" >"$W/vreval.log" 2>&1
+	# the library as a provider entry of the copy: it finds the snapshot
+	# beside itself
+	mkdir "$W/vtamper/prof.d"
+	cp "$W/vtamper/libibverbs.d/"* "$W/vtamper/prof.d/"
+	echo "driver $W/vtamper/libswiftverbs" >"$W/vtamper/prof.d/swiftverbs.driver"
+	swift-profile --runs 1 --device rxe0 --pingpong 10 --size-from-device --config-dir "$W/vtamper/prof.d" >"$W/vreval.log" 2>&1
 	fact reval_exit $?
 	cat "$W/vreval.log"
 	fact reval_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vreval.log")"
@@ -334,8 +361,9 @@ scenario_verbs_bench() {
 	vcache show
 	vstart vbstock stock
 	vstart vbcached cached
+	vstart vbtrimmed trimmed
 	for a in "" -noaslr; do
-		for p in stock cached trimmed static; do
+		for p in stock cached trimmed static bindnow; do
 			: >"$R/verbs-bench-$p$a.prof"
 		done
 	done
@@ -346,6 +374,7 @@ scenario_verbs_bench() {
 	# of library code across processes, closer to what a real CPU pays).
 	vexec vbstock swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
 	vexec vbcached swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
+	vexec vbtrimmed swift-profile --runs 1 --device rxe0 --pingpong 0 >/dev/null 2>&1
 	r=0
 	while [ $r -lt $rounds ]; do
 		log "round $((r + 1))/$rounds: $per runs each"
@@ -355,36 +384,46 @@ scenario_verbs_bench() {
 			vexec vbstock swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-stock$a.prof" 2>>"$W/vbstock.err"
 			# shellcheck disable=SC2086
 			vexec vbcached swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-cached$a.prof" 2>>"$W/vbcached.err"
-			# the cached container without the preload: provider trimming alone
+			# provider trimming alone
 			# shellcheck disable=SC2086
-			vexec vbcached env -u LD_PRELOAD swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-trimmed$a.prof" 2>>"$W/vbcached.err"
+			vexec vbtrimmed swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-trimmed$a.prof" 2>>"$W/vbtrimmed.err"
+			# toward the bound: the same with every symbol bound at load
+			# shellcheck disable=SC2086
+			vexec vbtrimmed env LD_BIND_NOW=1 swift-profile --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-bindnow$a.prof" 2>>"$W/vbtrimmed.err"
 			# every provider linked in: no provider to load at all (reference)
 			# shellcheck disable=SC2086
 			vexec vbstock swift-profile-static --runs "$per" --device rxe0 --pingpong 10 $flag >>"$R/verbs-bench-static$a.prof" 2>>"$W/vbstock.err"
 		done
 		r=$((r + 1))
 	done
-	# What the preload costs processes that never use RDMA: a dynamically
-	# linked true in the cached container, with and without LD_PRELOAD.
+	# What the cache costs processes that never use RDMA: a dynamically
+	# linked true in the cached container as it is, against the same with
+	# LD_PRELOAD removed; and with libswiftverbs.so preloaded, as the cache
+	# was delivered before it became a provider entry.
 	for a in "" -noaslr; do
 		flag=${a:+--no-aslr}
-		k=spawn
-		[ -n "$a" ] && k=spawn_noaslr
-		# shellcheck disable=SC2086
-		line=$(vexec vbcached swift-spawn --runs 40 $flag --preload /.swift/verbs/libswiftverbs.so /usr/bin/true-dyn 2>>"$W/vbcached.err")
-		echo "$line"
-		for f in plain_us preload_us overhead_us aslr; do
-			fact "${k}_$f" "$(echo "$line" | tr ' ' '\n' | sed -n "s/^$f=//p")"
+		for how in "" _preload; do
+			k=spawn$how
+			[ -n "$a" ] && k=spawn${how}_noaslr
+			pre=
+			[ -n "$how" ] && pre="--preload /.swift/verbs/libswiftverbs.so"
+			# shellcheck disable=SC2086
+			line=$(vexec vbcached swift-spawn --runs 40 $flag $pre /usr/bin/true-dyn 2>>"$W/vbcached.err")
+			echo "$line"
+			for f in plain_us with_us overhead_us aslr preload; do
+				fact "${k}_$f" "$(echo "$line" | tr ' ' '\n' | sed -n "s/^$f=//p")"
+			done
 		done
 	done
 	for a in "" -noaslr; do
-		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof" "$R/verbs-bench-static$a.prof"
+		cat "$R/verbs-bench-stock$a.prof" "$R/verbs-bench-cached$a.prof" "$R/verbs-bench-trimmed$a.prof" "$R/verbs-bench-static$a.prof" \
+			"$R/verbs-bench-bindnow$a.prof"
 	done
 	echo "--- stderr"
-	cat "$W/vbstock.err" "$W/vbcached.err"
+	cat "$W/vbstock.err" "$W/vbcached.err" "$W/vbtrimmed.err"
 	fact runs "$n"
 	for a in "" -noaslr; do
-		for p in stock cached trimmed static; do
+		for p in stock cached trimmed static bindnow; do
 			f="$R/verbs-bench-$p$a.prof"
 			k=$p
 			[ -n "$a" ] && k="${p}_noaslr"
@@ -394,7 +433,7 @@ scenario_verbs_bench() {
 			fact "${k}_critical_us" "$(grep '^run=[0-9]* exit=0 ' "$f" | tr ' ' '\n' | sed -n 's/^critical_us=//p' | median)"
 		done
 	done
-	zstop vbstock vbcached
+	zstop vbstock vbcached vbtrimmed
 	verbs_reset
 	log "done"
 }
