@@ -24,7 +24,8 @@ const VerbsTargetSpeedup = 5
 // containers, same boot) into bench.json keys: verbs.stock_ms and
 // verbs.cached_ms (median control-plane critical path), verbs.speedup, and
 // verbs.calls.{stock,cached}.<call>_ms per call (preload_init_ms is the
-// preload's validation, part of the cached critical path),
+// library's validation: as a provider entry it is spent inside
+// ibv_get_device_list, so it is part of that call's time, not added),
 // verbs.never_cached.{stock,cached}_ms (the sum of verbs.NeverCached) and
 // verbs.speedup_ceiling (stock over the cached never-cached sum).
 func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
@@ -57,8 +58,9 @@ func VerbsBenchKeys(stock, cached verbs.Profile) (map[string]any, error) {
 
 // VerbsModeKeys adds one more measured mode p as verbs.<mode>_ms,
 // verbs.<mode>_speedup (verbs.stock_ms over it, when kv has that),
-// verbs.process.<mode>_ms and verbs.calls.<mode>.*: "trimmed" (the cached
-// container without the preload: provider trimming alone) and "static"
+// verbs.process.<mode>_ms and verbs.calls.<mode>.*: "trimmed" (a
+// swift.io/verbs=trimmed container: provider trimming alone), "bindnow"
+// (the same with LD_BIND_NOW=1) and "static"
 // (swift-profile-static: every provider linked in, none loaded: what no
 // provider-loading optimization can beat). Nothing when p has no
 // completed run.
@@ -158,7 +160,7 @@ func VerbsSpawnKeys(kv map[string]any, facts map[string]string) error {
 }
 
 // WriteVerbsChart draws the per-call medians of VerbsBenchKeys' input;
-// trimmed (provider trimming without the preload) and static (every
+// trimmed (provider trimming alone) and static (every
 // provider linked in) are drawn when they have runs. label is added to the
 // title (e.g. "without ASLR").
 func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed, static verbs.Profile) error {
@@ -181,7 +183,7 @@ func WriteVerbsChart(w io.Writer, label string, stock, cached, trimmed, static v
 		{Name: "cached (swift.io/verbs=cached)", Color: "#27ae60", Values: conv(mc)},
 	}
 	if mt["critical"] > 0 {
-		series = append(series, verbs.ChartSeries{Name: "trimmed libibverbs.d only (no preload)", Color: "#7f8c8d", Values: conv(mt)})
+		series = append(series, verbs.ChartSeries{Name: "trimmed (swift.io/verbs=trimmed)", Color: "#7f8c8d", Values: conv(mt)})
 	}
 	if mst["critical"] > 0 {
 		series = append(series, verbs.ChartSeries{Name: "static (every provider linked in, none loaded)", Color: "#2980b9", Values: conv(mst)})
