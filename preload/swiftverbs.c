@@ -18,10 +18,11 @@
  *
  *  - at load (or, preloaded, at the first verbs call if libibverbs is
  *    loaded later) reads snapshot.bin and checks its fingerprint against
- *    the node: kernel release, uverbs devices, their registrations (inode
- *    numbers of their class entries), numbers, node GUIDs and firmware (one
- *    directory listing and four small sysfs reads per device). Valid:
- *    device attributes are served from the snapshot. Stale or unreadable: every call goes to libibverbs
+ *    the node: kernel release, and uverbs devices added, removed or
+ *    registered again (the inode numbers of their class entries), in one
+ *    directory listing (snapshot.h); at open, the device's uverbs node and
+ *    node GUID as libibverbs read them. Valid: device attributes are
+ *    served from the snapshot. Stale or unreadable: every call goes to libibverbs
  *    unchanged, every provider the node's rdma-core ships is added through
  *    RDMAV_DRIVERS (the mounted libibverbs.d lists only the providers the
  *    cached devices needed, so a new device would otherwise stay invisible;

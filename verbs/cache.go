@@ -411,7 +411,7 @@ func readManifest(dir string) (Manifest, error) {
 }
 
 // checkOwner refuses files a non-root user could have written: the
-// preload runs in every container process.
+// library runs in every verbs process of a cached container.
 func checkOwner(path string) error {
 	st, err := os.Lstat(path)
 	if err != nil {

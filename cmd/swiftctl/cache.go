@@ -24,8 +24,9 @@ func newCacheCmd() *cobra.Command {
 		Short: "Profile libibverbs and build the node's verbs cache",
 		Long: `Profile libibverbs' control plane on this node (swift-profile, a fresh
 process per run) and build the verbs cache that opted-in containers use
-(swift.io/verbs=cached): the device snapshot, the provider driver files
-and the preload library. Run it as root after the node's RDMA devices and
+(swift.io/verbs=cached or trimmed): the device snapshot, the provider driver
+lists and libswiftverbs.so. It profiles both modes and records the faster
+as the node's default. Run it as root after the node's RDMA devices and
 drivers change.`,
 		Args: noArgs,
 	}
@@ -62,7 +63,8 @@ With -o json it prints {"state", "reasons", "dir"}.`,
 		Use:   "show",
 		Short: "Show the node's verbs cache: what it holds and its profile",
 		Long: `Show the node's verbs cache: its state, the devices and providers it
-holds, its environment and the profile (stock and cached medians per call).
+holds, its environment, the profile (stock, cached and trimmed medians per
+call) and the default mode with why.
 With -o json it prints the cache's manifest.`,
 		Args: noArgs,
 	}
