@@ -1,15 +1,21 @@
 /* got.c — rewrite other objects' GOT slots; see got.h. Reads what the
- * dynamic loader keeps (program headers and dynamic sections); its only
- * calls are dl_iterate_phdr (weak: no DT_NEEDED) and mprotect. */
+ * dynamic loader keeps (program headers and dynamic sections); its calls
+ * are dl_iterate_phdr, getauxval and dlvsym (weak: no DT_NEEDED) and
+ * mprotect. */
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "elfsym.h"
 #include "got.h"
 #include "sys.h"
 
 #pragma weak dl_iterate_phdr
+#pragma weak getauxval
+#pragma weak dlvsym
 
 #if defined(__x86_64__)
 #define SWV_R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -19,14 +25,14 @@
 #define SWV_R_GLOB_DAT R_AARCH64_GLOB_DAT
 #endif
 
-#define SWV_PAGE 4096ul
-
 struct got_walk {
 	const struct swv_patch *p;
 	int n;
 	const void *const *skip;
 	int nskip;
 	int patched;
+	uintptr_t page;                     /* the page size; 0: unknown, RELRO slots are left */
+	unsigned char lazy_ok[SWV_GOT_MAX]; /* a lazy slot for p[i] would bind to p[i].real */
 };
 
 /* An object's dynamic section, as far as rewriting its slots needs. */
@@ -40,7 +46,8 @@ struct got_obj {
 	const ElfW(Verneed) * verneed;
 	size_t nverneed;
 	uintptr_t lo, hi;             /* the extent of its PT_LOAD segments */
-	uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO, page-aligned */
+	uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO, as the loader protected it */
+	uintptr_t page;
 };
 
 /* dptr as elfsym.c's ptr: glibc rewrites most dynamic entries to absolute
@@ -143,16 +150,21 @@ static int version_is(const struct got_obj *o, size_t sym, const char *v)
  * the store. Returns 0, or -1 if the page cannot be made writable. */
 static int write_slot(const struct got_obj *o, void **slot, void *v)
 {
-	uintptr_t a = (uintptr_t)slot, page = a & ~(SWV_PAGE - 1);
+	uintptr_t a = (uintptr_t)slot, page;
 
 	if (a < o->relro_lo || a >= o->relro_hi) {
 		__atomic_store_n(slot, v, __ATOMIC_RELEASE);
 		return 0;
 	}
-	if (swv_sys3(SYS_mprotect, (long)page, SWV_PAGE, PROT_READ | PROT_WRITE) < 0)
+	/* the loader protected whole pages of the real size, all inside
+	 * [relro_lo, relro_hi): the one holding the slot goes back as it was */
+	if (!o->page)
+		return -1;
+	page = a & ~(o->page - 1);
+	if (swv_sys3(SYS_mprotect, (long)page, (long)o->page, PROT_READ | PROT_WRITE) < 0)
 		return -1;
 	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
-	swv_sys3(SYS_mprotect, (long)page, SWV_PAGE, PROT_READ);
+	swv_sys3(SYS_mprotect, (long)page, (long)o->page, PROT_READ);
 	return 0;
 }
 
@@ -174,6 +186,8 @@ static int patch_object(struct got_walk *w, const struct got_obj *o)
 				continue;
 			if (at < o->lo || at + sizeof(void *) > o->hi || (at & (sizeof(void *) - 1)))
 				continue; /* not a slot of this object */
+			if (o->symtab[sym].st_shndx != SHN_UNDEF)
+				continue; /* the object's own definition, not a reference to another */
 			name = o->strtab + o->symtab[sym].st_name;
 			for (i = 0; i < w->n; i++) {
 				if (strcmp(name, w->p[i].name) != 0)
@@ -182,9 +196,12 @@ static int patch_object(struct got_walk *w, const struct got_obj *o)
 				if (*slot == w->p[i].wrapper)
 					break;
 				/* bound to the real function; or a lazy slot, still
-				 * pointing into its own object, that asks for it */
-				if (*slot == w->p[i].real || ((uintptr_t)*slot >= o->lo && (uintptr_t)*slot < o->hi &&
-							      version_is(o, sym, w->p[i].version)))
+				 * pointing into its own object, that asks for it in
+				 * the version the global scope resolves to it (no
+				 * other library interposes it) */
+				if (*slot == w->p[i].real ||
+				    (w->lazy_ok[i] && (uintptr_t)*slot >= o->lo && (uintptr_t)*slot < o->hi &&
+				     version_is(o, sym, w->p[i].version)))
 					if (write_slot(o, slot, w->p[i].wrapper) == 0)
 						done++;
 				break;
@@ -221,12 +238,15 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
 				o.hi = e;
 			break;
 		case PT_GNU_RELRO:
-			o.relro_lo = s & ~(SWV_PAGE - 1);
-			o.relro_hi = e & ~(SWV_PAGE - 1); /* the loader protects whole pages only */
+			/* as glibc's _dl_protect_relro: both ends rounded down */
+			o.relro_lo = w->page ? s & ~(w->page - 1) : s;
+			o.relro_hi = w->page ? e & ~(w->page - 1) : e;
 			break;
 		}
 	}
-	if (!dyn || o.lo >= o.hi || skipped(w, dyn))
+	o.page = w->page;
+	/* objects of the program's own namespace only (not dlmopen's) */
+	if (!dyn || o.lo >= o.hi || skipped(w, dyn) || !swv_elf_name(dyn))
 		return 0;
 	read_dynamic(&o, dyn);
 	if (!o.symtab || !o.strtab)
@@ -240,12 +260,18 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
 int swv_got_patch(const struct swv_patch *p, int n, const void *const *skip, int nskip)
 {
 	struct got_walk w = {.p = p, .n = n, .skip = skip, .nskip = nskip};
+	int i;
 
 #ifndef SWV_R_JUMP_SLOT
 	return -1;
 #endif
-	if (!dl_iterate_phdr)
+	if (!dl_iterate_phdr || n > SWV_GOT_MAX)
 		return -1;
+	w.page = getauxval ? (uintptr_t)getauxval(AT_PAGESZ) : 0;
+	if (w.page & (w.page - 1))
+		w.page = 0;
+	for (i = 0; i < n; i++)
+		w.lazy_ok[i] = dlvsym && dlvsym(RTLD_DEFAULT, p[i].name, p[i].version) == p[i].real;
 	dl_iterate_phdr(visit, &w);
 	return w.patched;
 }

@@ -9,8 +9,11 @@
  * already bound to the real function, or (lazy binding) not bound yet and
  * asking for the function in the version given. Slots in read-only
  * relocation (RELRO) memory are made writable for the write and read-only
- * again. Objects loaded later keep the real calls, which is always safe:
- * the wrappers only add to what the real calls do. */
+ * again. Objects loaded later keep the real calls: the wrappers only add
+ * to what the real calls do, a context opened where the library cannot see
+ * it is never served, and one closed unseen is forgotten when its memory
+ * comes back for another device's context (swiftverbs.c, lookup and
+ * track). */
 #ifndef SWIFT_GOT_H
 #define SWIFT_GOT_H
 
@@ -23,11 +26,18 @@ struct swv_patch {
 	void *wrapper;       /* what the slots should hold */
 };
 
-/* swv_got_patch rewrites, in every loaded object except those whose
- * dynamic sections are skip[0..nskip), the JUMP_SLOT and GLOB_DAT slots
- * of the n functions in p. Returns the number of slots rewritten, or -1
- * when the loaded objects cannot be listed or the architecture is not
- * one this knows the relocation types of. */
+#define SWV_GOT_MAX 16
+
+/* swv_got_patch rewrites, in every object loaded in the program's own
+ * namespace except those whose dynamic sections are skip[0..nskip), the
+ * JUMP_SLOT and GLOB_DAT slots that refer to (not define) the n (at most
+ * SWV_GOT_MAX) functions in p: a slot bound to p[i].real, or a lazy slot
+ * asking for p[i].version when the global scope resolves that name and
+ * version to p[i].real (a library that interposes it keeps its calls). A
+ * slot in RELRO memory is rewritten only when the page size is known.
+ * Returns the number of slots rewritten, or -1 when the loaded objects
+ * cannot be listed or the architecture is not one this knows the
+ * relocation types of. */
 int swv_got_patch(const struct swv_patch *p, int n, const void *const *skip, int nskip);
 
 #endif

@@ -3,7 +3,9 @@
  * the latter with its GOT in read-only relocation memory) has its slot
  * for swvt_value rewritten to a wrapper; a slot that asks for another
  * version is left alone; a skipped object is left alone; a second pass
- * finds nothing left to do. Run as `got-test-lazy [unbound|call-first]`
+ * finds nothing left to do; a lazy slot whose name the global scope
+ * resolves elsewhere is left. Run as
+ * `got-test-lazy [unbound|call-first|interposed]`
  * and `got-test-now call-first`. */
 #include <dlfcn.h>
 #include <link.h>
@@ -44,6 +46,16 @@ int main(int argc, char **argv)
 	if (!real) {
 		printf("FAIL swvt_value not found\n");
 		return 1;
+	}
+	if (argc > 1 && !strcmp(argv[1], "interposed")) {
+		/* the global scope resolves swvt_value to something else than
+		 * the "real" function given (as when another library interposes
+		 * it): a lazy slot is left to that */
+		struct swv_patch q = {"swvt_value", "SWVT_1.1", (void *)main, (void *)wrapped};
+
+		expect("slots rewritten when another definition wins", swv_got_patch(&q, 1, NULL, 0), 0);
+		expect("the call when another definition wins", swvt_value(), 1);
+		return failures ? 1 : 0;
 	}
 	if (unbound) {
 		/* a lazy slot that asks for the version: rewritten before any call */

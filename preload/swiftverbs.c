@@ -72,6 +72,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include <link.h>
+#include <sys/auxv.h>
 
 #include "elfsym.h"
 #include "got.h"
@@ -82,6 +83,7 @@
 /* Resolved at run time so that the library loads even where libdl is not. */
 #pragma weak dlsym
 #pragma weak dlopen
+#pragma weak getauxval
 extern ElfW(Dyn) _DYNAMIC[];
 extern char **environ;
 #pragma weak environ
@@ -242,24 +244,30 @@ static void load_providers(const char *list, const char *suffix)
 	if (!list || !*list)
 		list = SWV_ALL_PROVIDERS;
 	dl = dir_len(ibv_path);
+	if (dl == 0)
+		return; /* loaded by a relative name: no directory to look in */
 	for (p = list; *p; p = *e ? e + 1 : e) {
 		for (e = p; *e && *e != ':'; e++)
 			;
-		if (e == p || dl + (size_t)(e - p) + 32 > sizeof(path))
-			continue;
+		if (e == p || dl + (size_t)(e - p) + 32 > sizeof(path) || memchr(p, '/', (size_t)(e - p)) ||
+		    memchr(p, '.', (size_t)(e - p)))
+			continue; /* a provider is a plain name */
 		snprintf(path, sizeof(path), "%.*s/libibverbs/lib%.*s%s", (int)dl, ibv_path, (int)(e - p), p, suffix);
 		if (!dlopen(path, RTLD_NOW) && debug)
 			sayf2("cannot load provider ", path, "");
 	}
 }
 
-/* env is getenv without a call into libc (see sys.h). */
+/* env is getenv without a call into libc (see sys.h). In a process that
+ * runs with more privilege than its caller (setuid, file capabilities:
+ * AT_SECURE), nothing: the caller's environment must not point it at a
+ * snapshot or a sysfs tree of its own making. */
 static const char *env(const char *name)
 {
 	size_t n = strlen(name);
 	char **e;
 
-	if (!&environ)
+	if (!&environ || (getauxval && getauxval(AT_SECURE)))
 		return NULL;
 	for (e = environ; e && *e; e++)
 		if (!strncmp(*e, name, n) && (*e)[n] == '=')
@@ -477,7 +485,9 @@ static void invalidate(const char *why)
 		sayf2("cached attributes no longer match the device (", why, "): using the real verbs calls");
 }
 
-/* lookup copies the entry of ctx; returns 0 if ctx is not tracked. */
+/* lookup copies the entry of ctx; returns 0 if ctx is not tracked, or if
+ * the entry is of another device (a context closed where this library
+ * could not see it, and its memory reused for a new one). */
 static int lookup(struct ibv_context *ctx, struct swv_ctx *out)
 {
 	int i, found = 0;
@@ -493,7 +503,7 @@ static int lookup(struct ibv_context *ctx, struct swv_ctx *out)
 		}
 	}
 	unlock(&ctx_lock);
-	return found;
+	return found && ctx->device && !strcmp(ctx->device->name, snap.devs[out->dev].name);
 }
 
 static int swv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len)
@@ -565,6 +575,9 @@ static void track(struct ibv_context *ctx, struct ibv_device *device)
 		return;
 	}
 	lock(&ctx_lock);
+	for (i = 0; i < SWV_MAX_CTX; i++) /* a context closed unseen, whose memory came back */
+		if (ctxs[i].ctx == ctx)
+			ctxs[i] = (struct swv_ctx){0};
 	for (i = 0; i < SWV_MAX_CTX; i++) {
 		if (ctxs[i].ctx)
 			continue;

@@ -311,6 +311,10 @@ func profileModes(ctx context.Context, o BuildOptions, dir, device string, drive
 				return nil, nil, fmt.Errorf("libswiftverbs.so finds the new cache %q as entry %q, not valid as a provider entry (run %d): %w",
 					run.Cache, run.Entry, run.Index, errdefs.ErrInternal)
 			}
+			if run.Patched == 0 {
+				return nil, nil, fmt.Errorf("libswiftverbs.so, a provider entry of the new cache, wraps none of the profiler's verbs calls (run %d): %w",
+					run.Index, errdefs.ErrInternal)
+			}
 		}
 		t, err := RunProfiler(ctx, o.Profiler, []string{"--runs", strconv.Itoa(n), "--device", device, "--config-dir", filepath.Join(dir, ConfigDirName)}, o.Log)
 		if err != nil {

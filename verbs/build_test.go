@@ -31,7 +31,7 @@ func fakeProfiler(t *testing.T, stockOut, cachedOut, before string) string {
 	s := write("stock.txt", stockOut)
 	c := write("cached.txt", cachedOut)
 	tr := write("trimmed.txt", strings.NewReplacer("cache=valid", "cache=none", "entry=provider", "entry=none",
-		"critical_us=41150.0", "critical_us=40000.0").Replace(cachedOut))
+		"patched=7", "patched=0", "critical_us=41150.0", "critical_us=40000.0").Replace(cachedOut))
 	script := write("swift-profile", "#!/bin/sh\n"+before+"\n"+
 		`case " $* " in *"/.profile-"*) cat '`+c+`' ;; *" --config-dir "*) cat '`+tr+`' ;; *) cat '`+s+`' ;; esac`+"\n"+
 		`[ -z "$LD_PRELOAD$RDMAV_DRIVERS$SWIFT_VERBS_CACHE" ] || { echo "profiler env not clean" >&2; exit 9; }`+"\n")
@@ -44,7 +44,7 @@ func fakeProfiler(t *testing.T, stockOut, cachedOut, before string) string {
 func cachedOutput() string {
 	var b strings.Builder
 	for i := 0; i < 3; i++ {
-		b.WriteString("run=" + string(rune('0'+i)) + " exit=0 process_us=90000.0 cache=valid served=1 port_checks=1 entry=provider init_us=150.0")
+		b.WriteString("run=" + string(rune('0'+i)) + " exit=0 process_us=90000.0 cache=valid served=1 port_checks=1 entry=provider patched=7 init_us=150.0")
 		for _, c := range Calls {
 			v := "1000.0"
 			if c == "ibv_get_device_list" {
@@ -204,7 +204,10 @@ func TestBuildFails(t *testing.T) {
 		}, errdefs.ErrInternal, `finds the new cache "stale"`},
 			{"cached path finds the library preloaded, not a provider entry", func(e *buildEnv) {
 				e.opts.Profiler = fakeProfiler(t, string(stock), strings.ReplaceAll(cachedOutput(), "entry=provider", "entry=preload"), "")
-			}, errdefs.ErrInternal, `as entry "preload", not valid as a provider entry`}}...)
+			}, errdefs.ErrInternal, `as entry "preload", not valid as a provider entry`},
+			{"the library wraps nothing", func(e *buildEnv) {
+				e.opts.Profiler = fakeProfiler(t, string(stock), strings.ReplaceAll(cachedOutput(), "patched=7", "patched=0"), "")
+			}, errdefs.ErrInternal, "wraps none of the profiler's verbs calls"}}...)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,7 @@ type Run struct {
 	Retries       int
 	InitUS        float64            // the library's validation (before main when preloaded)
 	Entry         string             // how libswiftverbs.so came in: preload, provider or none
+	Patched       int                // provider entry: the program's slots pointed at its wrappers
 	Calls         map[string]float64 // call -> µs
 	CriticalUS    float64            // InitUS + every call
 	Pingpong      string             // ok, fail, skipped
@@ -139,7 +140,8 @@ func ParseProfile(r io.Reader) (Profile, error) {
 				Revalidations: atoi(m, "revalidations"), Retries: atoi(m, "retries"),
 				InitUS: atof(m, "init_us"), CriticalUS: atof(m, "critical_us"), Pingpong: m["pingpong"],
 				Device: m["device"], NDev: atoi(m, "ndev"), Error: m["error"], Errno: atoi(m, "errno"), Entry: m["entry"],
-				Calls: map[string]float64{},
+				Patched: atoi(m, "patched"),
+				Calls:   map[string]float64{},
 			}
 			for _, c := range Calls {
 				if v, ok := m[c+"_us"]; ok {
