@@ -97,6 +97,12 @@ func checkVerbs(t *testing.T, f map[string]string, dir, name string, benchRuns i
 		if mx, n := atoiOr(f["reval_max_sge"]), atoiOr(f["reval_qp_send_sge"]); n <= 0 || n*2 > mx {
 			t.Errorf("%s: QPs got %d send SGEs with a cached max_sge of %d, want at most half (the real limit)", name, n, mx)
 		}
+		// a setuid verbs program ignores a caller's forged sysfs root;
+		// an ordinary one obeys it (so the check can tell)
+		want("forged_plain_cache_state", "stale")
+		want("forged_suid_exit", "0")
+		want("forged_suid_cache_state", "valid")
+		want("forged_suid_entry", "provider")
 		t.Logf("%s: critical path stock %s µs, cached %s µs (3 runs each; verbs-bench measures properly)",
 			name, f["stock_critical_us"], f["cached_critical_us"])
 	case ScenarioVerbsInvalidate:

@@ -13,7 +13,10 @@
 #                     faster, and the shim's log says so;
 #                     then error-triggered revalidation with a cache whose
 #                     max_sge is wrong (QPs sized from it: create fails,
-#                     the library re-queries, says so once, retries right)
+#                     the library re-queries, says so once, retries right);
+#                     a setuid copy of swift-profile run by an unprivileged
+#                     caller ignores its SWIFT_VERBS_SYSFS (valid), which an
+#                     ordinary run obeys (stale)
 #   verbs-invalidate  cache built with rxe0; rxe1 added (on dummy0, or lo
 #                     when the guest has no dummy module): cache
 #                     check says stale and why, new containers run stock and
@@ -259,6 +262,29 @@ print("max_sge %d -> %d" % (v, v * 2))
 	fact reval_max_sge "$(sed -n 's/^run=.* max_sge=\([0-9]*\) .*/\1/p' "$W/vreval.log")"
 	fact reval_qp_send_sge "$(sed -n 's/^run=.* qp_send_sge=\([0-9]*\).*/\1/p' "$W/vreval.log")"
 	fact reval_log "$(grep -c '^swiftverbs: cached attributes no longer match the device (rxe0): using the real verbs calls$' "$W/vreval.log")"
+
+	# A caller without privilege points a setuid verbs program at a sysfs
+	# tree of its own (SWIFT_VERBS_SYSFS): the library must ignore it
+	# (AT_SECURE) and find the cache valid; the same variable in an
+	# ordinary process is obeyed (the cache is then stale), so the test
+	# can tell the two apart.
+	log "a setuid verbs program ignores the caller's SWIFT_VERBS_* variables"
+	rm -rf "$W/vsecure"
+	cp -a "$(vcache check | sed 's/^valid: //')" "$W/vsecure"
+	mkdir "$W/vsecure/prof.d"
+	cp "$W/vsecure/libibverbs.d/"* "$W/vsecure/prof.d/"
+	echo "driver $W/vsecure/libswiftverbs" >"$W/vsecure/prof.d/swiftverbs.driver"
+	sp=/tmp/swift-profile-suid-$$
+	cp "$(command -v swift-profile)" "$sp" && chown root:root "$sp" && chmod 4755 "$sp" || fail "cannot make a setuid copy of swift-profile"
+	SWIFT_VERBS_SYSFS=/nonexistent "$sp" --runs 1 --device rxe0 --pingpong 0 --config-dir "$W/vsecure/prof.d" >"$W/vplain.log" 2>&1
+	fact forged_plain_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vplain.log")"
+	setpriv --reuid 65534 --regid 65534 --clear-groups env SWIFT_VERBS_SYSFS=/nonexistent SWIFT_VERBS_CACHE=/nonexistent \
+		"$sp" --runs 1 --device rxe0 --pingpong 0 --config-dir "$W/vsecure/prof.d" >"$W/vsuid.log" 2>&1
+	fact forged_suid_exit $?
+	cat "$W/vplain.log" "$W/vsuid.log"
+	fact forged_suid_cache_state "$(sed -n 's/^run=.* cache=\([a-z]*\) .*/\1/p' "$W/vsuid.log")"
+	fact forged_suid_entry "$(sed -n 's/^run=.* entry=\([a-z]*\) .*/\1/p' "$W/vsuid.log")"
+	rm -rf "$W/vsecure" "$sp"
 	rm -rf "$W/vtamper"
 	verbs_reset
 	log "done"
