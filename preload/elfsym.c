@@ -30,6 +30,51 @@ static const char *basename_of(const char *path)
 	return b;
 }
 
+void swv_elf_dynamic(uintptr_t base, const void *dyn, struct swv_dyn *out)
+{
+	const ElfW(Dyn) * d;
+
+	memset(out, 0, sizeof(*out));
+	out->plt_rela = 1;
+	for (d = dyn; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB:
+			out->symtab = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			out->strtab = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_GNU_HASH:
+			out->gnuhash = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_VERSYM:
+			out->versym = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_VERNEED:
+			out->verneed = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_VERNEEDNUM:
+			out->nverneed = d->d_un.d_val;
+			break;
+		case DT_JMPREL:
+			out->jmprel = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			out->pltrelsz = d->d_un.d_val;
+			break;
+		case DT_PLTREL:
+			out->plt_rela = d->d_un.d_val == DT_RELA;
+			break;
+		case DT_RELA:
+			out->rela = ptr(base, d->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			out->relasz = d->d_un.d_val;
+			break;
+		}
+	}
+}
+
 int swv_elf_find(const char *prefix, struct swv_elf *e)
 {
 	struct link_map *m;
@@ -38,30 +83,18 @@ int swv_elf_find(const char *prefix, struct swv_elf *e)
 	if (!&_r_debug || !_r_debug.r_map)
 		return -2;
 	for (m = _r_debug.r_map; m; m = m->l_next) {
-		const ElfW(Dyn) * d;
+		struct swv_dyn d;
 
 		if (!m->l_name || strncmp(basename_of(m->l_name), prefix, n) != 0 || !m->l_ld)
 			continue;
-		memset(e, 0, sizeof(*e));
-		e->base = m->l_addr;
-		e->dyn = m->l_ld;
-		e->path = m->l_name;
-		for (d = m->l_ld; d->d_tag != DT_NULL; d++) {
-			switch (d->d_tag) {
-			case DT_SYMTAB:
-				e->symtab = ptr(e->base, d->d_un.d_ptr);
-				break;
-			case DT_STRTAB:
-				e->strtab = ptr(e->base, d->d_un.d_ptr);
-				break;
-			case DT_GNU_HASH:
-				e->gnuhash = ptr(e->base, d->d_un.d_ptr);
-				break;
-			case DT_VERSYM:
-				e->versym = ptr(e->base, d->d_un.d_ptr);
-				break;
-			}
-		}
+		swv_elf_dynamic(m->l_addr, m->l_ld, &d);
+		*e = (struct swv_elf){.base = m->l_addr,
+				      .symtab = d.symtab,
+				      .strtab = d.strtab,
+				      .gnuhash = d.gnuhash,
+				      .versym = d.versym,
+				      .dyn = m->l_ld,
+				      .path = m->l_name};
 		return e->symtab && e->strtab && e->gnuhash ? 0 : -2;
 	}
 	return -1;

@@ -25,6 +25,27 @@ struct swv_elf {
 	const char *path;        /* the file it was loaded from */
 };
 
+/* What a loaded object's dynamic section says, as far as this library
+ * reads it (pointers already turned into addresses; NULL or 0 when the
+ * tag is absent). */
+struct swv_dyn {
+	const void *symtab; /* ElfW(Sym)[] */
+	const char *strtab;
+	const uint32_t *gnuhash; /* DT_GNU_HASH */
+	const uint16_t *versym;  /* DT_VERSYM */
+	const void *verneed;     /* ElfW(Verneed) chain, DT_VERNEEDNUM long */
+	size_t nverneed;
+	const void *jmprel; /* the PLT's relocations, pltrelsz bytes of Rela when plt_rela */
+	size_t pltrelsz;
+	int plt_rela;
+	const void *rela; /* the other relocations, relasz bytes */
+	size_t relasz;
+};
+
+/* swv_elf_dynamic reads the dynamic section dyn of the object loaded at
+ * base into out. */
+void swv_elf_dynamic(uintptr_t base, const void *dyn, struct swv_dyn *out);
+
 /* swv_elf_find fills e for the first loaded object whose file name starts
  * with prefix (e.g. "libibverbs.so"). Returns 0; -1 if no such object is
  * loaded; -2 if it cannot tell (no _r_debug) or the object has no GNU hash

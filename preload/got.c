@@ -35,27 +35,16 @@ struct got_walk {
 	unsigned char lazy_ok[SWV_GOT_MAX]; /* a lazy slot for p[i] would bind to p[i].real */
 };
 
-/* An object's dynamic section, as far as rewriting its slots needs. */
+/* An object, as far as rewriting its slots needs. */
 struct got_obj {
 	uintptr_t base;
-	const ElfW(Sym) * symtab;
-	const char *strtab;
-	const ElfW(Rela) * rela[2];
+	struct swv_dyn d;
+	const ElfW(Rela) * rela[2]; /* the PLT's and the others */
 	size_t nrela[2];
-	const uint16_t *versym;
-	const ElfW(Verneed) * verneed;
-	size_t nverneed;
 	uintptr_t lo, hi;             /* the extent of its PT_LOAD segments */
 	uintptr_t relro_lo, relro_hi; /* PT_GNU_RELRO, as the loader protected it */
 	uintptr_t page;
 };
-
-/* dptr as elfsym.c's ptr: glibc rewrites most dynamic entries to absolute
- * addresses; one below the load bias is still relative. */
-static const void *dptr(uintptr_t base, ElfW(Addr) a)
-{
-	return (const void *)(a < base ? a + base : a);
-}
 
 static int skipped(const struct got_walk *w, const void *dyn)
 {
@@ -67,53 +56,16 @@ static int skipped(const struct got_walk *w, const void *dyn)
 	return 0;
 }
 
-static void read_dynamic(struct got_obj *o, const ElfW(Dyn) * d)
+static void read_dynamic(struct got_obj *o, const void *dyn)
 {
-	size_t pltrelsz = 0, relasz = 0;
-	const void *jmprel = NULL, *rela = NULL;
-	int rela_plt = 1;
-
-	for (; d->d_tag != DT_NULL; d++) {
-		switch (d->d_tag) {
-		case DT_SYMTAB:
-			o->symtab = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_STRTAB:
-			o->strtab = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_JMPREL:
-			jmprel = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_PLTRELSZ:
-			pltrelsz = d->d_un.d_val;
-			break;
-		case DT_PLTREL:
-			rela_plt = d->d_un.d_val == DT_RELA;
-			break;
-		case DT_RELA:
-			rela = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_RELASZ:
-			relasz = d->d_un.d_val;
-			break;
-		case DT_VERSYM:
-			o->versym = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_VERNEED:
-			o->verneed = dptr(o->base, d->d_un.d_ptr);
-			break;
-		case DT_VERNEEDNUM:
-			o->nverneed = d->d_un.d_val;
-			break;
-		}
+	swv_elf_dynamic(o->base, dyn, &o->d);
+	if (o->d.jmprel && o->d.plt_rela) {
+		o->rela[0] = o->d.jmprel;
+		o->nrela[0] = o->d.pltrelsz / sizeof(ElfW(Rela));
 	}
-	if (jmprel && rela_plt) {
-		o->rela[0] = jmprel;
-		o->nrela[0] = pltrelsz / sizeof(ElfW(Rela));
-	}
-	if (rela) {
-		o->rela[1] = rela;
-		o->nrela[1] = relasz / sizeof(ElfW(Rela));
+	if (o->d.rela) {
+		o->rela[1] = o->d.rela;
+		o->nrela[1] = o->d.relasz / sizeof(ElfW(Rela));
 	}
 }
 
@@ -125,18 +77,18 @@ static int version_is(const struct got_obj *o, size_t sym, const char *v)
 	size_t i;
 	uint16_t want;
 
-	if (!o->versym)
+	if (!o->d.versym)
 		return 1;
-	want = o->versym[sym] & 0x7fff;
+	want = o->d.versym[sym] & 0x7fff;
 	if (want <= 1)
 		return 1; /* local or global: unversioned */
-	for (vn = o->verneed, i = 0; vn && i < o->nverneed; i++) {
+	for (vn = o->d.verneed, i = 0; vn && i < o->d.nverneed; i++) {
 		const ElfW(Vernaux) *a = (const void *)((const char *)vn + vn->vn_aux);
 		size_t j;
 
 		for (j = 0; j < vn->vn_cnt; j++) {
 			if (a->vna_other == want)
-				return !strcmp(o->strtab + a->vna_name, v);
+				return !strcmp(o->d.strtab + a->vna_name, v);
 			a = (const void *)((const char *)a + a->vna_next);
 		}
 		if (!vn->vn_next)
@@ -171,6 +123,7 @@ static int write_slot(const struct got_obj *o, void **slot, void *v)
 #ifdef SWV_R_JUMP_SLOT
 static int patch_object(struct got_walk *w, const struct got_obj *o)
 {
+	const ElfW(Sym) *symtab = o->d.symtab;
 	int k, i, done = 0;
 	size_t r;
 
@@ -186,9 +139,9 @@ static int patch_object(struct got_walk *w, const struct got_obj *o)
 				continue;
 			if (at < o->lo || at + sizeof(void *) > o->hi || (at & (sizeof(void *) - 1)))
 				continue; /* not a slot of this object */
-			if (o->symtab[sym].st_shndx != SHN_UNDEF)
+			if (symtab[sym].st_shndx != SHN_UNDEF)
 				continue; /* the object's own definition, not a reference to another */
-			name = o->strtab + o->symtab[sym].st_name;
+			name = o->d.strtab + symtab[sym].st_name;
 			for (i = 0; i < w->n; i++) {
 				if (strcmp(name, w->p[i].name) != 0)
 					continue;
@@ -249,7 +202,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
 	if (!dyn || o.lo >= o.hi || skipped(w, dyn) || !swv_elf_name(dyn))
 		return 0;
 	read_dynamic(&o, dyn);
-	if (!o.symtab || !o.strtab)
+	if (!o.d.symtab || !o.d.strtab)
 		return 0;
 #ifdef SWV_R_JUMP_SLOT
 	w->patched += patch_object(w, &o);

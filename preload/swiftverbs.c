@@ -219,7 +219,8 @@ static size_t dir_len(const char *path)
 static const char *provider_suffix(const char *path)
 {
 	static const char stem[] = "libswiftverbs-rdmav";
-	const char *base = path + dir_len(path) + (path[dir_len(path)] == '/');
+	size_t d = dir_len(path);
+	const char *base = path + d + (path[d] == '/');
 
 	if (strncmp(base, stem, sizeof(stem) - 1) != 0)
 		return NULL;

@@ -241,17 +241,18 @@ func Write(stateDir string, c Contents) (dir string, retErr error) {
 	}
 	m := c.Manifest
 	if m.Profile.DefaultMode == "" {
-		m.Profile.DefaultMode, m.Profile.DefaultWhy = ModeTrimmed, "not measured: trimmed loads nothing into a process"
+		m.Profile.DefaultMode, m.Profile.DefaultWhy = DefaultMode(0, 0)
 	}
 	m.Version = ManifestVersion
 	m.ID = m.Fingerprint.ID()
 	m.Files = map[string]string{}
 	m.DriverFiles = nil
-	files := []struct {
+	type file struct {
 		name string
 		data []byte
 		mode os.FileMode
-	}{
+	}
+	files := []file{
 		{SnapshotFile, snap, 0o644},
 		{PreloadFile, c.Preload, 0o755},
 		{EnvFile, RenderEnv(m.Env), 0o644},
@@ -261,19 +262,11 @@ func Write(stateDir string, c Contents) (dir string, retErr error) {
 			return "", fmt.Errorf("verbs cache: bad driver file name %q: %w", d.Name, errdefs.ErrInvalidArgument)
 		}
 		for _, dir := range []string{ConfigDirName, CachedDirName} {
-			files = append(files, struct {
-				name string
-				data []byte
-				mode os.FileMode
-			}{dir + "/" + d.Name, d.Data, 0o644})
+			files = append(files, file{dir + "/" + d.Name, d.Data, 0o644})
 		}
 		m.DriverFiles = append(m.DriverFiles, d.Name)
 	}
-	files = append(files, struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{CachedDirName + "/" + EntryFile, EntryData(ContainerDir), 0o644})
+	files = append(files, file{CachedDirName + "/" + EntryFile, EntryData(ContainerDir), 0o644})
 	for _, dir := range []string{ConfigDirName, CachedDirName} {
 		if err := os.Mkdir(filepath.Join(tmp, dir), 0o755); err != nil {
 			return "", err

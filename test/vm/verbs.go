@@ -100,10 +100,16 @@ func VerbsNoASLRKeys(kv map[string]any, stock, cached, trimmed, static verbs.Pro
 	}
 	VerbsModeKeys(nk, "trimmed", trimmed)
 	VerbsModeKeys(nk, "static", static)
+	putNoASLR(kv, nk)
+	return nil
+}
+
+// putNoASLR copies keys made for the runs without address space
+// randomization (verbs.X) into kv as verbs.noaslr.X.
+func putNoASLR(kv, nk map[string]any) {
 	for k, v := range nk {
 		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
 	}
-	return nil
 }
 
 // VerbsBindNowKeys adds the trimmed list with eager binding
@@ -119,9 +125,7 @@ func VerbsBindNowKeys(kv map[string]any, aslr, noASLR verbs.Profile) error {
 	nk := map[string]any{"verbs.stock_ms": kv["verbs.noaslr.stock_ms"]}
 	VerbsModeKeys(nk, "bindnow", noASLR)
 	delete(nk, "verbs.stock_ms")
-	for k, v := range nk {
-		kv["verbs.noaslr."+strings.TrimPrefix(k, "verbs.")] = v
-	}
+	putNoASLR(kv, nk)
 	return nil
 }
 
