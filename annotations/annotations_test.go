@@ -77,6 +77,7 @@ func TestParseValid(t *testing.T) {
 			Options{ListenHost: "10.0.0.7", ListenPort: 18515, Given: []string{Listen}}},
 		{"verbs cached", map[string]string{Verbs: "cached"}, Options{Verbs: "cached", Given: []string{Verbs}}},
 		{"verbs stock", map[string]string{Verbs: "stock"}, Options{Verbs: "stock", Given: []string{Verbs}}},
+		{"verbs trimmed", map[string]string{Verbs: "trimmed"}, Options{Verbs: "trimmed", Given: []string{Verbs}}},
 		{"every key, others ignored", map[string]string{
 			RDMA: "true", Tenant: "t", Devices: "rxe0", Pool: "2", Peers: "p=h:1", Verbs: "stock", Zygote: "false",
 			Name: "z", Listen: "7000",
@@ -155,7 +156,7 @@ func TestParseInvalid(t *testing.T) {
 		{Peers, "a=h:1,a=h:2"}, {Peers, "a=-bad:1"}, {Peers, "a=:1"}, {Peers, "a=h:1,"},
 		{Peers, "a=fe80::1:80"}, {Peers, "a=h_x:1"}, {Peers, "a.=h:1"}, {Peers, "a.b.c=h:1"}, {Peers, ".b=h:1"},
 		{Peers, "a.B=h:1"}, {Peers, "a." + strings.Repeat("n", 64) + "=h:1"},
-		{Verbs, ""}, {Verbs, "Cached"}, {Verbs, "other"},
+		{Verbs, ""}, {Verbs, "Cached"}, {Verbs, "other"}, {Verbs, "Trimmed"}, {Verbs, "trimmed "},
 		{Name, ""}, {Name, "Trainer"}, {Name, "-z"}, {Name, "a_b"}, {Name, strings.Repeat("n", 64)},
 		{Name, "a."}, {Name, ".a"}, {Name, "a.b.c"}, {Name, "a.-b"}, {Name, "a." + strings.Repeat("n", 64)},
 		{Listen, ""}, {Listen, "0"}, {Listen, "65536"}, {Listen, "-1"}, {Listen, "x"}, {Listen, ":80"},
