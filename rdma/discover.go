@@ -39,6 +39,11 @@ type Inventory struct {
 	Devices []Device
 	// RDMACM is the rdma_cm node, nil when the node has no rdma_ucm.
 	RDMACM *Node
+	// Elsewhere lists the devices in another network namespace (RDMA
+	// netns exclusive mode: moved into a pod's): their uverbs node is
+	// the node's, their device is not this namespace's. Nothing is
+	// injected from it but a pod's own device (PodDevice).
+	Elsewhere []Device
 	// MAD lists the management datagram nodes (umadN, issmN) of ib_umad
 	// with the device each serves: Swift never injects them, but a device
 	// plugin may have put them in a spec, and they reach their device.
@@ -65,6 +70,20 @@ func (inv Inventory) Only(names []string) Inventory {
 		}
 	}
 	return out
+}
+
+// PodDevice returns the inventory of a pod whose own device is name (a
+// device of this namespace, or one moved into the pod's): that device
+// alone, with the rdma_cm and MAD nodes.
+func (inv Inventory) PodDevice(name string) (Inventory, bool) {
+	out := Inventory{RDMACM: inv.RDMACM, MAD: inv.MAD}
+	for _, d := range append(append([]Device(nil), inv.Devices...), inv.Elsewhere...) {
+		if d.Name == name {
+			out.Devices = []Device{d}
+			return out, true
+		}
+	}
+	return out, false
 }
 
 // Device returns the device called name.
@@ -114,14 +133,18 @@ func Discover(sysRoot, devRoot string) (Inventory, error) {
 		}
 		d := Device{Name: ibdev, Uverbs: node}
 		ibDir := filepath.Join(sysRoot, "sys/class/infiniband", ibdev)
-		if _, err := os.Stat(ibDir); err != nil {
-			return inv, fmt.Errorf("%s names device %q, but %s is missing: %w", dir, ibdev, ibDir, errdefs.ErrFailedPrecondition)
+		if _, err := os.Stat(ibDir); errors.Is(err, os.ErrNotExist) {
+			inv.Elsewhere = append(inv.Elsewhere, d)
+			continue
+		} else if err != nil {
+			return inv, fmt.Errorf("%s names device %q: %w: %w", dir, ibdev, err, errdefs.ErrFailedPrecondition)
 		}
 		d.NodeGUID, _ = readTrim(filepath.Join(ibDir, "node_guid"))
 		d.FWVersion, _ = readTrim(filepath.Join(ibDir, "fw_ver"))
 		inv.Devices = append(inv.Devices, d)
 	}
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Name < inv.Devices[j].Name })
+	sort.Slice(inv.Elsewhere, func(i, j int) bool { return inv.Elsewhere[i].Name < inv.Elsewhere[j].Name })
 
 	cmDev := filepath.Join(sysRoot, "sys/class/misc/rdma_cm/dev")
 	if _, err := os.Stat(cmDev); err == nil {
