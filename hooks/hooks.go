@@ -5,18 +5,23 @@
 //   - netcheck (createRuntime): from inside the container's network
 //     namespace, every device it was given has an ACTIVE port and a GID
 //     for the namespace's addresses (soft-RoCE: and its UDP socket there);
-//     in RDMA netns exclusive mode the device is moved into the namespace,
-//     which soft-RoCE cannot be. A failure fails the container's Create
-//     with the reason, before any process of it runs.
+//     in RDMA netns exclusive mode the device is moved into the namespace
+//     (soft-RoCE only from Linux 7.1 on). A failure fails the container's
+//     Create with the reason, before any process of it runs.
 //   - release (poststop): the container's lease is given back if the shim
 //     that took it did not (a backstop; releasing twice is harmless).
 //
 // Both are idempotent and read their input from the container state runc
 // passes on stdin.
+//
+// The shim itself uses the same checks at Create for a namespace that
+// exists already (NetCheckAt), and makes a pod's own soft-RoCE device in
+// the pod's namespace (EnsurePodLink, rdma.pod_softroce).
 package hooks
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -170,18 +175,12 @@ func NetCheckAt(nsPath, sysRoot string, devices []string, move bool) (retErr err
 	return nil
 }
 
-// moveInto moves d into the network namespace of pid, as RDMA netns
+// moveInto moves d into the network namespace at nsPath, as RDMA netns
 // exclusive mode requires for the container to see it; the kernel gives
-// it back to the node's namespace when that namespace ends. Soft-RoCE
-// cannot move (the kernel requires disassociate_ucontext, which rxe
-// lacks). The move of a device that supports it is not tested here (no
-// such device in the VM suite).
+// it back to the node's namespace when that namespace ends. Whether the
+// device can move is the kernel's to say: soft-RoCE could not before
+// Linux 7.1 (it lacked disassociate_ucontext), and can there.
 func moveInto(d Device, nsPath string, v NetView, move bool) error {
-	if d.Soft {
-		return fmt.Errorf("RDMA network namespace mode is exclusive, and device %s is soft-RoCE (rxe), which cannot be moved into "+
-			"the container's network namespace %s (the kernel requires disassociate_ucontext, which rxe lacks): "+
-			"use shared mode (rdma system set netns shared) or a device that can move: %w", d.Name, v.Name, errdefs.ErrFailedPrecondition)
-	}
 	if !move {
 		return fmt.Errorf("RDMA network namespace mode is exclusive, and this node does not move devices into containers' network namespaces "+
 			"(hooks.exclusive_move = false): device %s cannot reach %s; set it where every RDMA container's devices are allocated to it alone: %w",
@@ -197,6 +196,11 @@ func moveInto(d Device, nsPath string, v NetView, move bool) error {
 	}
 	defer f.Close()
 	if err := netlink.RdmaLinkSetNsFd(link, uint32(f.Fd())); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) && d.Soft {
+			return fmt.Errorf("RDMA network namespace mode is exclusive, and device %s is soft-RoCE (rxe), which this kernel cannot move into "+
+				"the container's network namespace %s (%v; Linux 7.1 and later can): use shared mode (rdma system set netns shared) or a newer kernel: %w",
+				d.Name, v.Name, err, errdefs.ErrFailedPrecondition)
+		}
 		return fmt.Errorf("exclusive mode: move device %s into the container's network namespace %s: %v: %w", d.Name, v.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	return nil

@@ -53,10 +53,7 @@ func ReadDevice(sysRoot, name string) (Device, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return d, fmt.Errorf("device %s: %w: %w", name, err, errdefs.ErrFailedPrecondition)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "parent")); err == nil {
-		nt, _ := os.ReadFile(filepath.Join(dir, "node_type"))
-		d.Soft = strings.HasPrefix(strings.TrimSpace(string(nt)), "1:") // a CA, not siw's RNIC
-	}
+	d.Soft = isSoftRoCE(dir)
 	ents, err := os.ReadDir(filepath.Join(dir, "ports"))
 	if err != nil {
 		return d, fmt.Errorf("device %s: ports: %w: %w", name, err, errdefs.ErrFailedPrecondition)
@@ -85,6 +82,16 @@ func ReadDevice(sysRoot, name string) (Device, error) {
 	}
 	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Num < d.Ports[j].Num })
 	return d, nil
+}
+
+// isSoftRoCE tells whether the device whose sysfs directory is dir is
+// soft-RoCE: a device on a netdev (sysfs has its "parent") that is a CA,
+// not siw's RNIC.
+func isSoftRoCE(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "parent")); err != nil {
+		return false
+	}
+	return strings.HasPrefix(readTrim(filepath.Join(dir, "node_type")), "1:")
 }
 
 func readTrim(path string) string {
