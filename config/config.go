@@ -124,6 +124,14 @@ type RDMA struct {
 	// SysRoot and DevRoot are where sysfs classes and device nodes are read.
 	SysRoot string `toml:"sys_root"`
 	DevRoot string `toml:"dev_root"`
+	// PodSoftRoCE gives every opted-in pod with a network namespace of
+	// its own a soft-RoCE device on its own interface, made in that
+	// namespace at the pod's first opted-in Create (hooks.EnsurePodLink;
+	// the kernel removes it with the namespace). It needs Linux 7.1 or
+	// later, and is refused on a node with any RDMA device other than
+	// soft-RoCE: it is for nodes whose RDMA is soft-RoCE (development
+	// clusters, clouds without RDMA NICs), never for hardware.
+	PodSoftRoCE bool `toml:"pod_softroce"`
 	// Env is added to the environment of opted-in containers.
 	Env map[string]string `toml:"env"`
 }

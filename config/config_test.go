@@ -260,7 +260,7 @@ func TestParseUnknownKeys(t *testing.T) {
 	}
 	want := "node config n.toml: " +
 		"line 2: loglevel: unknown key (known here: log_level, state_dir, policy_path, cri_namespace, keys_dir, [rdma], [zygote], [hooks]); " +
-		"line 5: rdma.hca_handles: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, [rdma.env]); " +
+		"line 5: rdma.hca_handles: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, pod_softroce, [rdma.env]); " +
 		"line 6: metrics: unknown key (known here: log_level, state_dir, policy_path, cri_namespace, keys_dir, [rdma], [zygote], [hooks])"
 	if err.Error() != want {
 		t.Errorf("error\n %q\nwant\n %q", err, want)
@@ -314,7 +314,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		`line 2: state_dir: want a string, got a TOML integer`,
 		`line 4: rdma.memlock: "1g": ambiguous size; write 1Gi (1073741824 bytes) or 1G (1000000000 bytes)`,
 		`line 5: rdma.hca_handle: want an integer, got a TOML string`,
-		`line 6: rdma.extra: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, [rdma.env])`,
+		`line 6: rdma.extra: unknown key (known here: default, memlock, hca_handle, hca_object, sys_root, dev_root, pod_softroce, [rdma.env])`,
 		`line 8: zygote.bin_dir: "lib": must be an absolute path`,
 	}
 	var got []string

@@ -9,9 +9,11 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/vishvananda/netlink"
 
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/inject"
+	"github.com/swift-rdma/swift-containerd/internal/netnstest"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
@@ -254,4 +256,41 @@ func TestNetnsOf(t *testing.T) {
 			t.Errorf("%s: netnsOf = %q, %v; want %q, %v", tc.name, p, ok, tc.path, tc.exists)
 		}
 	}
+}
+
+// TestEditBundlePodSoftRoCE: with rdma.pod_softroce, a container on the
+// node's network keeps the node's devices (here: refused by the
+// at-Create netcheck, the fake devices having no ports, as without the
+// switch); one in a pod's own namespace that already holds RDMA devices
+// is refused, naming them; and on a node whose devices are not
+// soft-RoCE (the fake tree's have no parent netdev) no device is made:
+// refused naming the first. Nothing changes in any bundle.
+func TestEditBundlePodSoftRoCE(t *testing.T) {
+	n := newFakeNode(t, true)
+	cfg := n.writeConfig(t, "|pod_softroce = true\n")
+	ann := map[string]string{annotations.RDMA: "true"}
+
+	hostNet := testSpec(ann)
+	hostNet.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}}
+	bundle, orig := writeBundle(t, hostNet)
+	err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	assertRefused(t, "host network", err, errdefs.IsFailedPrecondition, "device rxe0", "ports")
+	assertUnchanged(t, bundle, orig)
+
+	netnstest.Run(t, func(path string, h *netlink.Handle) {
+		netnstest.AddLink(t, h, "eth0", "10.9.0.2/24")
+		inPod := func(s *specs.Spec) *specs.Spec {
+			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace, Path: path}}
+			return s
+		}
+		bundle, orig := writeBundle(t, inPod(allocatedSpec(ann, 192)))
+		err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+		assertRefused(t, "allocated", err, errdefs.IsInvalidArgument, "rdma.pod_softroce", "already holds RDMA devices (rxe0)")
+		assertUnchanged(t, bundle, orig)
+
+		bundle, orig = writeBundle(t, inPod(testSpec(ann)))
+		err = EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+		assertRefused(t, "hardware", err, errdefs.IsFailedPrecondition, "device rxe0 is not soft-RoCE", "never beside hardware")
+		assertUnchanged(t, bundle, orig)
+	})
 }

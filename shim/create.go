@@ -94,12 +94,20 @@ type Node struct {
 // Delete, `swiftctl pools gc` once the container is gone) and, for a
 // zygote container, its keys to hand to its init once runc has made it
 // (keyHandoff.start).
-func editBundle(ctx context.Context, bundle string, node Node) (*leaseRef, *keyHandoff, error) {
+func editBundle(ctx context.Context, bundle string, node Node) (_ *leaseRef, _ *keyHandoff, retErr error) {
 	req, err := newCreateRequest(ctx, bundle, node)
 	if err != nil || req == nil {
 		return nil, nil, err
 	}
 	if in, err := optIn(ctx, req); err != nil || !in {
+		return nil, nil, err
+	}
+	defer func() {
+		if retErr != nil && req.podLink != nil {
+			req.podLink.Undo() // made by this Create, which failed
+		}
+	}()
+	if err := podDevice(ctx, req); err != nil {
 		return nil, nil, err
 	}
 	d, err := decide(ctx, req)
@@ -138,6 +146,9 @@ type createRequest struct {
 	invErr   error
 	alloc    []string
 	allocErr error
+	// podLink is the pod's own soft-RoCE device (rdma.pod_softroce), nil
+	// for other containers: alloc names it alone.
+	podLink *hooks.PodLink
 }
 
 // newCreateRequest reads bundle's spec, its annotations and the node's
@@ -274,7 +285,8 @@ func decide(ctx context.Context, req *createRequest) (*decision, error) {
 		return nil, err
 	}
 	d.mods, d.warnings, d.notes = chain.Mods, chain.Warnings, chain.Notes
-	if cfg.Hooks.NetCheck && nsExists {
+	// a pod's own device was checked from its namespace when it was made
+	if cfg.Hooks.NetCheck && nsExists && req.podLink == nil {
 		if err := hooks.NetCheckAt(nsPath, cfg.RDMA.SysRoot, chain.Devices, cfg.Hooks.ExclusiveMove); err != nil {
 			return nil, err
 		}

@@ -61,11 +61,28 @@ func decideTenancy(ctx context.Context, req *createRequest, inv rdma.Inventory) 
 		return nil, err
 	}
 	if allocated {
-		if err := t.AdmitAllocated(inv.Names()); err != nil {
+		names := inv.Names()
+		if req.podLink != nil {
+			// the pod's own device is admitted as the node's device on
+			// its interface's parent would be
+			names = []string{req.podLink.StandsFor}
+			if req.podLink.StandsFor == "" {
+				names = []string{req.podLink.Name + " (on " + req.podLink.Netdev + ", over no node device)"}
+			}
+		}
+		if err := t.AdmitAllocated(names); err != nil {
 			return nil, err
 		}
 	}
-	d, err := t.Admit(opts, inv.Names())
+	admit := t
+	if req.podLink != nil {
+		// admitted above by the node device it stands for: the rest of
+		// the request is the tenant's to judge, not the device's name
+		own := *t
+		own.Devices = nil
+		admit = &own
+	}
+	d, err := admit.Admit(opts, inv.Names())
 	if err != nil {
 		return nil, err
 	}
