@@ -101,7 +101,12 @@ func ViewOf(path string) (NetView, error) {
 }
 
 // roceSocketIn tells whether a UDP socket is bound to RoCEPort in ns: its
-// /proc/net/udp{,6}, read by a thread that entered ns (and dies with it).
+// /proc/net/udp{,6}, read by a thread that entered ns and returns to its
+// own namespace after. The thread is given back only once it is home: a
+// thread left in ns (its return failed) stays locked and ends with the
+// goroutine, except the main thread, which Go keeps, and whose namespace
+// is what /proc/self/ns/net names (ViewOf's "the node's"); so it must
+// never be left elsewhere.
 func roceSocketIn(ns netns.NsHandle) (bool, error) {
 	type result struct {
 		found bool
@@ -109,8 +114,16 @@ func roceSocketIn(ns netns.NsHandle) (bool, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		runtime.LockOSThread()
+		home, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: err}
+			return
+		}
+		defer home.Close()
 		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
 			done <- result{err: err}
 			return
 		}
@@ -119,6 +132,11 @@ func roceSocketIn(ns netns.NsHandle) (bool, error) {
 			b, _ := os.ReadFile("/proc/thread-self/net/" + f)
 			found = found || UDPBound(string(b), RoCEPort)
 		}
+		if err := netns.Set(home); err != nil {
+			done <- result{err: fmt.Errorf("return to this process's network namespace: %w", err)} // stays locked
+			return
+		}
+		runtime.UnlockOSThread()
 		done <- result{found: found}
 	}()
 	r := <-done
@@ -153,7 +171,7 @@ func NetCheckAt(nsPath, sysRoot string, devices []string, move bool) (retErr err
 	defer func() {
 		if retErr != nil {
 			for _, d := range moved {
-				moveBack(d)
+				moveBack(d, nsPath)
 			}
 		}
 	}()
@@ -207,19 +225,28 @@ func moveInto(d Device, nsPath string, v NetView, move bool) error {
 }
 
 // moveBack returns d to the node's network namespace (that of PID 1),
-// undoing moveInto after a later failure; best effort.
-func moveBack(d Device) {
-	f, err := os.Open("/proc/1/ns/net")
+// undoing moveInto after a later failure: the device is named from the
+// container's namespace (nsPath), where it is now; best effort (the
+// kernel returns it when that namespace ends).
+func moveBack(d Device, nsPath string) {
+	home, err := os.Open("/proc/1/ns/net")
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	if link, err := netlink.RdmaLinkByName(d.Name); err == nil {
-		_ = netlink.RdmaLinkSetNsFd(link, uint32(f.Fd())) // already home
+	defer home.Close()
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
 		return
 	}
-	// it is in the container's namespace: only from there can it be named
-	// again; the kernel returns it when that namespace ends
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
+	if err != nil {
+		return
+	}
+	defer h.Close()
+	if link, err := h.RdmaLinkByName(d.Name); err == nil {
+		_ = h.RdmaLinkSetNsFd(link, uint32(home.Fd()))
+	}
 }
 
 // Release is the poststop hook: the lease of the container (st.ID in the

@@ -164,8 +164,8 @@ func CheckNet(d Device, v NetView) error {
 				}
 				if d.Soft && !v.Host && !v.RoCESocket {
 					return fmt.Errorf("device %s is soft-RoCE (rxe), and the container's network namespace %s has no socket on UDP port %d: "+
-						"this kernel's rxe receives only in the node's network namespace, so RDMA from the pod's own network cannot flow; "+
-						"run it with the host's network (hostNetwork), or use a RoCE device or a kernel whose rxe supports network namespaces: %w",
+						"rxe receives only in the network namespace its device was made in (before Linux 7.1, always the node's), so RDMA from the pod's own network cannot flow; "+
+						"run it with the host's network (hostNetwork), or on Linux 7.1 and later give the pod a device made in its namespace (rdma.pod_softroce), or use a RoCE device: %w",
 						d.Name, v.Name, RoCEPort, errdefs.ErrFailedPrecondition)
 				}
 				return nil

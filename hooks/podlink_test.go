@@ -137,3 +137,28 @@ func TestGUIDOf(t *testing.T) {
 		t.Error("guidOf with no MAC = true")
 	}
 }
+
+// TestViewOfStaysHome: reading a pod's namespace many times never leaves
+// a thread of this process in it, the main thread least of all (whose
+// namespace /proc/self/ns/net names: a view of the pod would then be
+// taken for the node's).
+func TestViewOfStaysHome(t *testing.T) {
+	before, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Run(t, func(path string, h *netlink.Handle) {
+		for i := 0; i < 200; i++ {
+			v, err := ViewOf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Host {
+				t.Fatalf("view %d of the pod's namespace is the node's: a thread was left in it", i)
+			}
+		}
+	})
+	if after, _ := os.Readlink("/proc/self/ns/net"); after != before {
+		t.Errorf("this process's network namespace went from %s to %s", before, after)
+	}
+}
