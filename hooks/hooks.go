@@ -171,7 +171,10 @@ func NetCheckAt(nsPath, sysRoot string, devices []string, move bool) (retErr err
 	defer func() {
 		if retErr != nil {
 			for _, d := range moved {
-				moveBack(d, nsPath)
+				if err := moveBack(d, nsPath); err != nil {
+					retErr = fmt.Errorf("%w (and device %s could not be moved back to the node's network namespace: %v; the kernel returns it when %s ends)",
+						retErr, d.Name, err, v.Name)
+				}
 			}
 		}
 	}()
@@ -224,29 +227,31 @@ func moveInto(d Device, nsPath string, v NetView, move bool) error {
 	return nil
 }
 
-// moveBack returns d to the node's network namespace (that of PID 1),
+// moveBack returns d to the node's network namespace (this process's),
 // undoing moveInto after a later failure: the device is named from the
 // container's namespace (nsPath), where it is now; best effort (the
 // kernel returns it when that namespace ends).
-func moveBack(d Device, nsPath string) {
-	home, err := os.Open("/proc/1/ns/net")
+func moveBack(d Device, nsPath string) error {
+	home, err := os.Open("/proc/self/ns/net")
 	if err != nil {
-		return
+		return err
 	}
 	defer home.Close()
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
-		return
+		return err
 	}
 	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
 	if err != nil {
-		return
+		return err
 	}
 	defer h.Close()
-	if link, err := h.RdmaLinkByName(d.Name); err == nil {
-		_ = h.RdmaLinkSetNsFd(link, uint32(home.Fd()))
+	link, err := h.RdmaLinkByName(d.Name)
+	if err != nil {
+		return fmt.Errorf("find it in %s: %w", nsPath, err)
 	}
+	return h.RdmaLinkSetNsFd(link, uint32(home.Fd()))
 }
 
 // Release is the poststop hook: the lease of the container (st.ID in the

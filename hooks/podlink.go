@@ -28,6 +28,21 @@ func PodLinkName(v NetView) string {
 	return PodLinkPrefix + strings.TrimSuffix(strings.TrimPrefix(v.Name, "net:["), "]")
 }
 
+// IsPodLink tells whether device name is one Swift made for a pod
+// (PodLinkName): a pod's own, never given to another container.
+func IsPodLink(name string) bool {
+	rest, ok := strings.CutPrefix(name, PodLinkPrefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // PodLink is a pod's own soft-RoCE device: an rxe link on the pod's
 // interface, made in the pod's network namespace so that its UDP socket
 // is there (Linux 7.1 and later), and moved into it in RDMA netns
@@ -82,12 +97,12 @@ func EnsurePodLink(nsPath, sysRoot string) (_ PodLink, retErr error) {
 	}
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
-		return l, fmt.Errorf("open %s: %w", nsPath, err)
+		return l, fmt.Errorf("open %s: %w: %w", nsPath, err, errdefs.ErrFailedPrecondition)
 	}
 	defer ns.Close()
 	rh, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
-		return l, fmt.Errorf("netlink in %s: %w", v.Name, err)
+		return l, fmt.Errorf("netlink in %s: %w: %w", v.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	defer rh.Close()
 	if l.Netdev, l.Parent, l.mac, err = podInterface(rh, v); err != nil {
@@ -99,7 +114,7 @@ func EnsurePodLink(nsPath, sysRoot string) (_ PodLink, retErr error) {
 	}
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
 	if err != nil {
-		return l, fmt.Errorf("RDMA netlink in %s: %w", v.Name, err)
+		return l, fmt.Errorf("RDMA netlink in %s: %w: %w", v.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	defer h.Close()
 	if dev, err := h.RdmaLinkByName(l.Name); err == nil {
@@ -110,6 +125,13 @@ func EnsurePodLink(nsPath, sysRoot string) (_ PodLink, retErr error) {
 				"it was not made for this pod: %w", l.Name, dev.Attrs.NodeGuid, l.Netdev, l.mac, errdefs.ErrFailedPrecondition)
 		}
 		return l, nil
+	}
+	// rxe's socket in a namespace comes with the first device made there:
+	// one before it is somebody else's (a process of the pod squatting on
+	// the port would pass the check below on a kernel whose rxe has none)
+	if v.RoCESocket {
+		return l, fmt.Errorf("rdma.pod_softroce: the pod's network namespace %s already has a socket on UDP port %d, and no soft-RoCE device of "+
+			"Swift's: a process of the pod holds RoCE's port: %w", v.Name, RoCEPort, errdefs.ErrFailedPrecondition)
 	}
 	if err := h.RdmaLinkAdd(l.Name, "rxe", l.Netdev); err != nil {
 		return l, fmt.Errorf("rdma.pod_softroce: make soft-RoCE device %s on %s in the pod's network namespace %s: %v: %w",
@@ -128,7 +150,7 @@ func EnsurePodLink(nsPath, sysRoot string) (_ PodLink, retErr error) {
 	}
 	// the socket is made with the device: look again now
 	if v.RoCESocket, err = roceSocketIn(ns); err != nil {
-		return l, fmt.Errorf("sockets of %s: %w", v.Name, err)
+		return l, fmt.Errorf("sockets of %s: %w: %w", v.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	if err := CheckNet(d, v); err != nil {
 		var uts unix.Utsname
@@ -162,8 +184,27 @@ func (l PodLink) Undo() {
 	_ = netlink.RdmaLinkDel(l.Name) // not moved yet: the node's namespace names it
 }
 
-// onlySoftRoCE refuses a node with a device other than soft-RoCE.
+// onlySoftRoCE refuses a node with a device other than soft-RoCE: in
+// this namespace's class/infiniband, and among every namespace's uverbs
+// nodes (a hardware device moved into a pod is listed there still: its
+// uverbs device is not a virtual one, as soft devices' are).
 func onlySoftRoCE(sysRoot string) error {
+	verbs := filepath.Join(sysRoot, "sys/class/infiniband_verbs")
+	uvs, _ := os.ReadDir(verbs)
+	for _, e := range uvs {
+		if !strings.HasPrefix(e.Name(), "uverbs") {
+			continue
+		}
+		target, err := os.Readlink(filepath.Join(verbs, e.Name()))
+		if err != nil {
+			continue // not a link: a test tree
+		}
+		if !strings.Contains(target, "/devices/virtual/") {
+			return fmt.Errorf("rdma.pod_softroce is set, but device %s (%s) is not soft-RoCE: Swift makes soft-RoCE devices for pods only on a node "+
+				"whose RDMA is all soft-RoCE (never beside hardware): unset rdma.pod_softroce here: %w",
+				readTrim(filepath.Join(verbs, e.Name(), "ibdev")), e.Name(), errdefs.ErrFailedPrecondition)
+		}
+	}
 	dir := filepath.Join(sysRoot, "sys/class/infiniband")
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -193,23 +234,35 @@ func deviceOn(sysRoot, netdev string) string {
 	return ""
 }
 
-// podInterface names the pod's interface (the default route's, else the
-// only one with an IPv4 address) and the node's netdev under it (its
-// link's parent, when that is in the node's namespace).
+// podInterface names the pod's interface: the one its default route
+// leaves by (of several, the lowest metric's; a tie between interfaces is
+// refused), else its only interface with an IPv4 address. It also names
+// the node's netdev under that interface (a macvlan's or ipvlan's master):
+// only when the interface's link namespace is the node's as the pod sees
+// it (a link into any other namespace, one the pod made, names no node
+// netdev), and that netdev's MAC.
 func podInterface(h *netlink.Handle, v NetView) (string, string, net.HardwareAddr, error) {
 	links, err := h.LinkList()
 	if err != nil {
-		return "", "", nil, fmt.Errorf("interfaces of %s: %w", v.Name, err)
+		return "", "", nil, fmt.Errorf("interfaces of %s: %w: %w", v.Name, err, errdefs.ErrFailedPrecondition)
+	}
+	byIndex := map[int]netlink.Link{}
+	for _, l := range links {
+		byIndex[l.Attrs().Index] = l
 	}
 	var pick netlink.Link
+	best := -1
 	if routes, err := h.RouteList(nil, netlink.FAMILY_V4); err == nil {
 		for _, r := range routes {
-			if ones, _ := maskOf(r); ones == 0 {
-				for _, l := range links {
-					if l.Attrs().Index == r.LinkIndex {
-						pick = l
-					}
-				}
+			if ones, _ := maskOf(r); ones != 0 || byIndex[r.LinkIndex] == nil {
+				continue
+			}
+			switch {
+			case pick == nil || r.Priority < best:
+				pick, best = byIndex[r.LinkIndex], r.Priority
+			case r.Priority == best && pick.Attrs().Index != r.LinkIndex:
+				return "", "", nil, fmt.Errorf("rdma.pod_softroce: the pod's network namespace %s has default routes of one metric by %s and %s: "+
+					"which interface carries RDMA is unclear: %w", v.Name, pick.Attrs().Name, byIndex[r.LinkIndex].Attrs().Name, errdefs.ErrFailedPrecondition)
 			}
 		}
 	}
@@ -234,12 +287,30 @@ func podInterface(h *netlink.Handle, v NetView) (string, string, net.HardwareAdd
 	}
 	a := pick.Attrs()
 	parent := ""
-	if a.ParentIndex > 0 {
-		if pl, err := netlink.LinkByIndex(a.ParentIndex); err == nil && a.NetNsID >= 0 {
-			parent = pl.Attrs().Name
+	if a.ParentIndex > 0 && a.NetNsID >= 0 {
+		if node, err := nodeNsID(h); err == nil && node == a.NetNsID {
+			if pl, err := netlink.LinkByIndex(a.ParentIndex); err == nil {
+				parent = pl.Attrs().Name
+			}
 		}
 	}
 	return a.Name, parent, a.HardwareAddr, nil
+}
+
+// nodeNsID is the id the namespace of h (a pod's) gives the node's
+// (this process's) network namespace: what a link of the pod whose other
+// end is on the node carries as its link namespace.
+func nodeNsID(h *netlink.Handle) (int, error) {
+	f, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	id, err := h.GetNetNsIdByFd(int(f.Fd()))
+	if err != nil || id < 0 {
+		return -1, fmt.Errorf("no id for the node's namespace there (%v)", err)
+	}
+	return id, nil
 }
 
 // guidOf tells whether guid (as the netlink library prints a node GUID:

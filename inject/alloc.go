@@ -60,6 +60,14 @@ func Allocated(s *specs.Spec, inv rdma.Inventory) ([]string, error) {
 				what, name = dev.Name, path.Base(dev.Uverbs.Path)
 			}
 		}
+		// a device of another network namespace (a pod's own): known,
+		// never counted as the container's (a privileged spec holds
+		// every node)
+		for _, dev := range inv.Elsewhere {
+			if is(d, dev.Uverbs) {
+				what, name = "-", path.Base(dev.Uverbs.Path)
+			}
+		}
 		if inv.RDMACM != nil && is(d, *inv.RDMACM) {
 			what, name = "-", path.Base(inv.RDMACM.Path)
 		}

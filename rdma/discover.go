@@ -72,6 +72,23 @@ func (inv Inventory) Only(names []string) Inventory {
 	return out
 }
 
+// Aside returns the inventory with the devices whose names own says are
+// a pod's own (made for one pod: never another container's) moved from
+// Devices to Elsewhere.
+func (inv Inventory) Aside(own func(name string) bool) Inventory {
+	out := inv
+	out.Devices, out.Elsewhere = nil, append([]Device(nil), inv.Elsewhere...)
+	for _, d := range inv.Devices {
+		if own(d.Name) {
+			out.Elsewhere = append(out.Elsewhere, d)
+		} else {
+			out.Devices = append(out.Devices, d)
+		}
+	}
+	sort.Slice(out.Elsewhere, func(i, j int) bool { return out.Elsewhere[i].Name < out.Elsewhere[j].Name })
+	return out
+}
+
 // PodDevice returns the inventory of a pod whose own device is name (a
 // device of this namespace, or one moved into the pod's): that device
 // alone, with the rdma_cm and MAD nodes.

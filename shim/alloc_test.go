@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
@@ -15,6 +16,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/netnstest"
 	"github.com/swift-rdma/swift-containerd/policy"
+	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
 
 // kubeletDev is a device as containerd's CRI plugin writes a device
@@ -293,4 +295,51 @@ func TestEditBundlePodSoftRoCE(t *testing.T) {
 		assertRefused(t, "hardware", err, errdefs.IsFailedPrecondition, "device rxe0 is not soft-RoCE", "never beside hardware")
 		assertUnchanged(t, bundle, orig)
 	})
+}
+
+// TestEditBundlePodDevicesSetAside: a device made for a pod
+// (rdma.pod_softroce: swp<inode>), which shared mode lists on the node
+// too, is no other container's: one that takes every device gets the
+// node's alone, one that names it is refused, and a privileged spec that
+// holds its node is not counted as holding it.
+func TestEditBundlePodDevicesSetAside(t *testing.T) {
+	n := newFakeNode(t, true)
+	tree, err := rdmatest.Make(t.TempDir(), []rdmatest.Device{
+		{Name: "rxe0", Uverbs: "uverbs0", Major: rdmatest.UverbsMajor, Minor: 192},
+		{Name: "swp4026532203", Uverbs: "uverbs1", Major: rdmatest.UverbsMajor, Minor: 193},
+	}, true, 58)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.tree = tree
+	cfg := n.writeConfig(t, "")
+	ann := map[string]string{annotations.RDMA: "true"}
+	bundle, _ := writeBundle(t, testSpec(ann)) // a new network namespace: netcheck is the hook's
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readBundle(t, bundle)
+	var nodes []string
+	for _, d := range got.Linux.Devices {
+		nodes = append(nodes, d.Path)
+	}
+	if want := []string{"/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"}; !reflect.DeepEqual(nodes, want) {
+		t.Errorf("device nodes %v, want %v (the pod's swp device set aside)", nodes, want)
+	}
+
+	named := map[string]string{annotations.RDMA: "true", annotations.Devices: "swp4026532203"}
+	bundle, orig := writeBundle(t, testSpec(named))
+	err = EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot})
+	assertRefused(t, "named", err, errdefs.IsInvalidArgument, `device "swp4026532203" is not present on this node`)
+	assertUnchanged(t, bundle, orig)
+
+	// a spec holding both nodes (a privileged container's): only rxe0 is its
+	bundle, _ = writeBundle(t, allocatedSpec(ann, 192, 193))
+	if err := EditBundle(context.Background(), bundle, cfg, Node{CgroupRoot: n.cgroupRoot}); err != nil {
+		t.Fatalf("a spec holding a pod's device node: %v", err)
+	}
+	got, _ = readBundle(t, bundle)
+	if env := strings.Join(got.Process.Env, " "); !strings.Contains(env, inject.EnvDevices+"=rxe0") || strings.Contains(env, "swp") {
+		t.Errorf("env %q: want %s=rxe0 alone", env, inject.EnvDevices)
+	}
 }

@@ -106,6 +106,9 @@ func editBundle(ctx context.Context, bundle string, node Node) (_ *leaseRef, _ *
 		if retErr != nil && req.podLink != nil {
 			req.podLink.Undo() // made by this Create, which failed
 		}
+		if req.unlockPodLinks != nil {
+			req.unlockPodLinks()
+		}
 	}()
 	if err := podDevice(ctx, req); err != nil {
 		return nil, nil, err
@@ -149,6 +152,8 @@ type createRequest struct {
 	// podLink is the pod's own soft-RoCE device (rdma.pod_softroce), nil
 	// for other containers: alloc names it alone.
 	podLink *hooks.PodLink
+	// unlockPodLinks releases the lock podDevice took (nil: none taken).
+	unlockPodLinks func()
 }
 
 // newCreateRequest reads bundle's spec, its annotations and the node's
@@ -176,6 +181,10 @@ func newCreateRequest(ctx context.Context, bundle string, node Node) (*createReq
 	}
 	req := &createRequest{bundle: bundle, node: node, spec: spec, opts: opts, cfg: cfg}
 	req.inv, req.invErr = rdma.Discover(cfg.RDMA.SysRoot, cfg.RDMA.DevRoot)
+	// the devices made for pods (rdma.pod_softroce) are theirs alone: in
+	// shared mode the node lists them too, and no other container may
+	// have them
+	req.inv = req.inv.Aside(hooks.IsPodLink)
 	if req.invErr == nil {
 		req.alloc, req.allocErr = inject.Allocated(spec, req.inv)
 	}

@@ -3,10 +3,14 @@ package shim
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
+	"golang.org/x/sys/unix"
 
 	"github.com/swift-rdma/swift-containerd/hooks"
 	"github.com/swift-rdma/swift-containerd/rdma"
@@ -45,6 +49,15 @@ func podDevice(ctx context.Context, req *createRequest) error {
 			"and a pod on its own network gets its own soft-RoCE device instead: allocate no RDMA device to it: %w",
 			strings.Join(req.alloc, ", "), errdefs.ErrInvalidArgument)
 	}
+	// one Create at a time makes, reuses or undoes a pod's device, up to
+	// the end of its own (editBundle releases it): a Create that fails
+	// and deletes the device it made cannot pull it from under another
+	// container of the pod that took it meanwhile
+	unlock, err := lockPodLinks(req.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	req.unlockPodLinks = unlock
 	link, err := hooks.EnsurePodLink(nsPath, req.cfg.RDMA.SysRoot)
 	if err != nil {
 		return err
@@ -54,7 +67,7 @@ func podDevice(ctx context.Context, req *createRequest) error {
 	if err != nil {
 		return fmt.Errorf("discover RDMA devices: %w", err)
 	}
-	pod, ok := inv.PodDevice(link.Name)
+	pod, ok := inv.Aside(hooks.IsPodLink).PodDevice(link.Name)
 	if !ok {
 		return fmt.Errorf("rdma.pod_softroce: the pod's device %s has no uverbs node on this node: %w", link.Name, errdefs.ErrFailedPrecondition)
 	}
@@ -62,4 +75,36 @@ func podDevice(ctx context.Context, req *createRequest) error {
 	log.G(ctx).WithField("device", link.Name).WithField("netdev", link.Netdev).WithField("created", link.Created).
 		WithField("moved", link.Moved).WithField("stands_for", link.StandsFor).Info("swift: the pod's own soft-RoCE device")
 	return nil
+}
+
+// PodLinksLock is the lock file, in the state directory, that serializes
+// the Creates that make or use pods' own devices.
+const PodLinksLock = "podlinks.lock"
+
+// podLinksWait bounds the wait for that lock: the holder is another
+// Create, which takes seconds at most.
+const podLinksWait = 30 * time.Second
+
+// lockPodLinks takes PodLinksLock under stateDir and returns its release.
+func lockPodLinks(stateDir string) (func(), error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("rdma.pod_softroce: state directory %s: %w", stateDir, err)
+	}
+	p := filepath.Join(stateDir, PodLinksLock)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("rdma.pod_softroce: open %s: %w", p, err)
+	}
+	deadline := time.Now().Add(podLinksWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases it
+		}
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("rdma.pod_softroce: lock %s: %w: %w", p, err, errdefs.ErrUnavailable)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 
@@ -71,6 +72,9 @@ func decideTenancy(ctx context.Context, req *createRequest, inv rdma.Inventory) 
 			}
 		}
 		if err := t.AdmitAllocated(names); err != nil {
+			if req.podLink != nil {
+				return nil, fmt.Errorf("the pod's own device %s (on its %s) is admitted as the node device under it: %w", req.podLink.Name, req.podLink.Netdev, err)
+			}
 			return nil, err
 		}
 	}

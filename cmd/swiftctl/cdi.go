@@ -9,6 +9,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/cdispec"
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/hooks"
 	"github.com/swift-rdma/swift-containerd/rdma"
 )
 
@@ -49,6 +50,7 @@ func cdiGenerate(cmd *cobra.Command, cfgPath, dir string, stdout bool, out outpu
 	if err != nil {
 		return err
 	}
+	inv = inv.Aside(hooks.IsPodLink) // a pod's own devices are not the node's to offer
 	s, err := cdispec.Spec(inv)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/hooks"
 	"github.com/swift-rdma/swift-containerd/rdma"
 )
 
@@ -122,6 +123,7 @@ func devices(cmd *cobra.Command, cfgPath string, out outputFormat) error {
 	if err != nil {
 		return err
 	}
+	inv = inv.Aside(hooks.IsPodLink) // a pod's own devices are not the node's to offer
 	cgroup := rdma.CgroupAvailable("/sys/fs/cgroup")
 	if out == outputJSON {
 		r := devicesReport{Devices: []deviceInfo{}, RDMACgroup: cgroup}
