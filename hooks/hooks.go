@@ -101,46 +101,50 @@ func ViewOf(path string) (NetView, error) {
 }
 
 // roceSocketIn tells whether a UDP socket is bound to RoCEPort in ns: its
-// /proc/net/udp{,6}, read by a thread that entered ns and returns to its
-// own namespace after. The thread is given back only once it is home: a
+// /proc/net/udp{,6}, read from inside ns (inNetns).
+func roceSocketIn(ns netns.NsHandle) (bool, error) {
+	found := false
+	err := inNetns(ns, func() error {
+		for _, f := range []string{"udp", "udp6"} {
+			b, _ := os.ReadFile("/proc/thread-self/net/" + f)
+			found = found || UDPBound(string(b), RoCEPort)
+		}
+		return nil
+	})
+	return found, err
+}
+
+// inNetns runs f on a thread that entered ns and returns to its own
+// namespace after; the thread is given back only once it is home. A
 // thread left in ns (its return failed) stays locked and ends with the
 // goroutine, except the main thread, which Go keeps, and whose namespace
-// is what /proc/self/ns/net names (ViewOf's "the node's"); so it must
-// never be left elsewhere.
-func roceSocketIn(ns netns.NsHandle) (bool, error) {
-	type result struct {
-		found bool
-		err   error
-	}
-	done := make(chan result, 1)
+// is what /proc/self/ns/net names (ViewOf's "the node's"): so it is never
+// given back elsewhere.
+func inNetns(ns netns.NsHandle, f func() error) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		home, err := netns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
 		defer home.Close()
 		if err := netns.Set(ns); err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: err}
+			done <- err
 			return
 		}
-		found := false
-		for _, f := range []string{"udp", "udp6"} {
-			b, _ := os.ReadFile("/proc/thread-self/net/" + f)
-			found = found || UDPBound(string(b), RoCEPort)
-		}
+		ferr := f()
 		if err := netns.Set(home); err != nil {
-			done <- result{err: fmt.Errorf("return to this process's network namespace: %w", err)} // stays locked
+			done <- fmt.Errorf("return to this process's network namespace: %w", err) // stays locked
 			return
 		}
 		runtime.UnlockOSThread()
-		done <- result{found: found}
+		done <- ferr
 	}()
-	r := <-done
-	return r.found, r.err
+	return <-done
 }
 
 // NetCheck is the createRuntime hook: devices (by name, under sysRoot)
@@ -242,16 +246,20 @@ func moveBack(d Device, nsPath string) error {
 		return err
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_RDMA)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	link, err := h.RdmaLinkByName(d.Name)
-	if err != nil {
-		return fmt.Errorf("find it in %s: %w", nsPath, err)
-	}
-	return h.RdmaLinkSetNsFd(link, uint32(home.Fd()))
+	// the kernel moves a device only for a caller in the device's
+	// namespace, asking through a socket there
+	return inNetns(ns, func() error {
+		h, err := netlink.NewHandle(unix.NETLINK_RDMA)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		link, err := h.RdmaLinkByName(d.Name)
+		if err != nil {
+			return fmt.Errorf("find it in %s: %w", nsPath, err)
+		}
+		return h.RdmaLinkSetNsFd(link, uint32(home.Fd()))
+	})
 }
 
 // Release is the poststop hook: the lease of the container (st.ID in the
