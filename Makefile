@@ -53,7 +53,7 @@ install: build
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/
 
 deps:
-	@bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION) '$(DEBIAN_CONTAINERD)'
+	@SWIFT_VM_CACHE=$(VM_CACHE) bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION) '$(DEBIAN_CONTAINERD)'
 
 # golangci-lint (pinned in tools/go.mod, configured in .golangci.yml):
 # staticcheck, goimports, misspell, gosec's high-confidence findings and
@@ -130,7 +130,7 @@ shimbench-smoke: deps build
 bench: deps build
 	@mkdir -p $(OUT) && rm -f $(OUT)/bench.json
 	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
-	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench,x-podnet SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
 		SWIFT_VM_BENCH_RUNS=$(VM_BENCH_RUNS) SWIFT_VM_SCENARIO_TIMEOUT=15m SWIFT_VM_TIMEOUT=50m \
 		$(GO) test -count=1 -tags e2e -v -timeout 60m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json

@@ -34,6 +34,17 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The VM suite's two guests (Debian 12's 6.1 kernel, trixie-backports'
+# 7.3), built in the background beside the Go builds below and cached
+# under $SWIFT_VM_CACHE (test/vm/guest/build.sh; a cached guest costs
+# nothing).
+vm_cache=${SWIFT_VM_CACHE:-$cache/vm}
+guest_pids=()
+for k in 6.1 7.3; do
+  SWIFT_VM_CACHE=$vm_cache SWIFT_VM_KERNEL=$k "$(dirname "$0")/../test/vm/guest/build.sh" >"/tmp/swift-guest-$k.log" 2>&1 &
+  guest_pids+=($!)
+done
+
 # Debian's containerd packages for the support matrix, each in
 # $cache/containerd-deb-<upstream version> (containerd, ctr and
 # containerd-shim-runc-v2 at its top, as in the other containerd dirs; the
@@ -195,5 +206,10 @@ if [[ -n $deb_pid ]]; then
   wait "$deb_pid" || { deb_pid=; echo "deps: fetching Debian's containerd packages failed" >&2; exit 1; }
   deb_pid=
 fi
+
+for i in "${!guest_pids[@]}"; do
+  k=$([[ $i == 0 ]] && echo 6.1 || echo 7.3)
+  wait "${guest_pids[$i]}" || { echo "deps: building the $k VM guest failed:" >&2; cat "/tmp/swift-guest-$k.log" >&2; exit 1; }
+done
 
 echo "deps: ok (containerd $("$ctrd_dir/containerd" --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'))"

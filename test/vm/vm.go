@@ -74,6 +74,14 @@ const (
 	// ScenarioXBench measures the data plane and fork start across the
 	// pair (make bench).
 	ScenarioXBench = "x-bench"
+	// ScenarioXPodnet: pods on their own networks (CNI macvlan on the
+	// link) each get a soft-RoCE device of their own (rdma.pod_softroce)
+	// and their zygotes pre-connect across the pair; RDMA netns shared
+	// mode. ScenarioXPodnetExclusive: the same in exclusive mode, where
+	// the pod's device is moved into its namespace. Both need Linux 7.1
+	// or later: they run on the pair, which boots PairKernel.
+	ScenarioXPodnet          = "x-podnet"
+	ScenarioXPodnetExclusive = "x-podnet-exclusive"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 	// ScenarioProbe runs the shell script SWIFT_VM_PROBE names (a host
@@ -91,6 +99,7 @@ var AllScenarios = []string{
 	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioSniff, ScenarioHeld, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
+	ScenarioXPodnet, ScenarioXPodnetExclusive,
 }
 
 // BenchScenarios are what `make bench` runs with full counts; `make test`
@@ -131,6 +140,8 @@ type Config struct {
 	MemoryMiB       int
 	CPUs            int
 	PairCPUs        int    // CPUs of each guest of a pair
+	Kernel          string // the one-guest batch's kernel: 6.1 or 7.3 (guest/build.sh)
+	PairKernel      string // the pair's kernel
 	Accel           string // auto, tcg or kvm
 	RDMALimit       int    // hca_object limit for the rdma-limit scenario
 	Keep            bool   // keep the run directory
@@ -152,6 +163,11 @@ type Config struct {
 //	SWIFT_CONTAINERD_BIN       directory with containerd, ctr, containerd-shim-runc-v2
 //	SWIFT_CRICTL_BIN           directory with crictl (scenarios through CRI)
 //	SWIFT_CNI_BIN              directory with the CNI plugins (macvlan, host-local, loopback)
+//	SWIFT_VM_KERNEL            kernel of the one-guest batch: 6.1 (default:
+//	                           Debian 12's, where rxe lives in the node's
+//	                           network namespace) or 7.3
+//	SWIFT_VM_PAIR_KERNEL       kernel of the pair: 7.3 (default: trixie-
+//	                           backports, rxe per network namespace) or 6.1
 //	SWIFT_VM_ACCEL             auto (default), tcg or kvm
 //	SWIFT_VM_MEMORY            guest memory in MiB (default 2048)
 //	SWIFT_VM_CPUS              guest CPUs (default 2)
@@ -179,6 +195,8 @@ func ConfigFromEnv(repo string) (Config, error) {
 		MemoryMiB:       2048,
 		CPUs:            2,
 		PairCPUs:        1,
+		Kernel:          envOr("SWIFT_VM_KERNEL", Kernel61),
+		PairKernel:      envOr("SWIFT_VM_PAIR_KERNEL", Kernel73),
 		Accel:           envOr("SWIFT_VM_ACCEL", "auto"),
 		RDMALimit:       5,
 		Keep:            os.Getenv("SWIFT_VM_KEEP") == "1",
@@ -238,6 +256,11 @@ func ConfigFromEnv(repo string) (Config, error) {
 	}
 	if c.BenchRuns, err = envInt("SWIFT_VM_BENCH_RUNS", c.BenchRuns); err != nil {
 		return c, err
+	}
+	for _, k := range []struct{ key, v string }{{"SWIFT_VM_KERNEL", c.Kernel}, {"SWIFT_VM_PAIR_KERNEL", c.PairKernel}} {
+		if k.v != Kernel61 && k.v != Kernel73 {
+			return c, fmt.Errorf("%s=%q: want %s or %s", k.key, k.v, Kernel61, Kernel73)
+		}
 	}
 	switch c.Accel {
 	case "auto", "tcg", "kvm":
@@ -389,17 +412,26 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
+// The guest kernels guest/build.sh builds: Debian 12's 6.1, whose rxe
+// receives only in the node's network namespace, and trixie-backports'
+// 7.3, whose rxe works per network namespace (Linux 7.1 and later).
+const (
+	Kernel61 = "6.1"
+	Kernel73 = "7.3"
+)
+
 // Guest is a built guest: kernel and initramfs.
 type Guest struct {
 	Kernel string
 	Initrd string
 }
 
-// BuildGuest builds the guest with guest/build.sh, or reuses the cached one.
-// The script's progress goes to logw.
-func BuildGuest(ctx context.Context, c Config, logw io.Writer) (Guest, error) {
+// BuildGuest builds the guest on kernel series (Kernel61, Kernel73) with
+// guest/build.sh, or reuses the cached one. The script's progress goes to
+// logw.
+func BuildGuest(ctx context.Context, c Config, series string, logw io.Writer) (Guest, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Repo, "test/vm/guest/build.sh"))
-	cmd.Env = append(os.Environ(), "SWIFT_VM_CACHE="+c.CacheDir)
+	cmd.Env = append(os.Environ(), "SWIFT_VM_CACHE="+c.CacheDir, "SWIFT_VM_KERNEL="+series)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = logw
@@ -634,7 +666,8 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 // NeedsCRI reports whether a scenario runs pods through containerd's CRI
 // plugin (the guest then enables it and imports the images).
 func NeedsCRI(name string) bool {
-	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI || name == ScenarioQuickstart
+	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI || name == ScenarioQuickstart ||
+		name == ScenarioXPodnet || name == ScenarioXPodnetExclusive
 }
 
 // EnvCNIBin names the directory of the CNI plugins (make deps builds them).

@@ -1,7 +1,9 @@
 # test/vm/vm.mk — the soft-RoCE (rxe) VM test, included by the top-level
 # Makefile. Targets:
-#   vm-deps  fetch the Debian 6.1 kernel and build the guest initramfs
-#            (cached under $(VM_CACHE); the test also does this lazily)
+#   vm-deps  fetch the guest kernels (Debian 12's 6.1; trixie-backports'
+#            7.3 through a private apt configuration) and build their
+#            initramfs (cached under $(VM_CACHE); `make deps` and the test
+#            also do this)
 #   test-vm  build, then boot the guest (and the pair) once and run every VM
 #            scenario, the benchmark ones with VM_SMOKE_RUNS runs
 # Variables (environment or make command line):
@@ -17,7 +19,8 @@ VM_GO ?= $(if $(GO),$(GO),go)
 .PHONY: test-vm vm-deps
 
 vm-deps:
-	SWIFT_VM_CACHE=$(VM_CACHE) $(VM_MK_DIR)/guest/build.sh
+	SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_VM_KERNEL=6.1 $(VM_MK_DIR)/guest/build.sh
+	SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_VM_KERNEL=7.3 $(VM_MK_DIR)/guest/build.sh
 
 # The test batch, then every benchmark scenario with a few runs each, so
 # that none of them breaks unseen (`make bench` runs the full counts); their

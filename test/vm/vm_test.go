@@ -441,6 +441,16 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		}
 	case ScenarioXPodnetExclusive:
 		checkPodnet(t, f, "exclusive")
+		// hooks.exclusive_move of a node device (rxe9) into a pod: the
+		// kernel moves it, netcheck refuses it (its socket is the node's,
+		// or it has no GID of the pod's there), and it is back in the
+		// node's namespace before the pod is gone
+		want("a.exclusive_move_refused", "1")
+		if e := f["a.exclusive_move_error"]; !strings.HasPrefix(e, "device rxe9 is soft-RoCE (rxe), and the container's network namespace net:[") &&
+			!strings.HasPrefix(e, "device rxe9 has no GID for an IPv4 address of the container's network namespace net:[") {
+			t.Errorf("%s: a.exclusive_move_error = %q, want netcheck's refusal", name, e)
+		}
+		want("a.exclusive_move_home", "1")
 		want("a.mode_after", "netns shared")
 		want("b.mode_after", "netns shared")
 	case ScenarioXBench:
@@ -983,6 +993,7 @@ func checkPodnet(t *testing.T, f map[string]string, m string) {
 		want(k+"ip_addr", ip)
 		want(k+"gid_agree", "1")
 		want(k+"dev_own", "1")
+		want(k+"dev_of_ns", "1")
 		want(k+"sock_in_pod", "1")
 		want(k+"peer", "connected")
 		dev := f[k+"dev"]
@@ -1017,7 +1028,17 @@ func checkPodnet(t *testing.T, f map[string]string, m string) {
 		want("a."+m+"_pn2_sees_first", "1")
 	}
 	want("a."+m+"_other_refused", "1")
-	want("a."+m+"_other_error", "device rxe0 is allocated to the container, but tenant t9 may not use it")
+	if !regexp.MustCompile(`^the pod's own device swp\d+ \(on its eth0\) is admitted as the node device under it: device rxe0 is allocated to the container, but tenant t9 may not use it$`).MatchString(f["a."+m+"_other_error"]) {
+		t.Errorf("%s: a.%s_other_error = %q, want the refusal of tenant t9 naming the pod's device and rxe0", m, m, f["a."+m+"_other_error"])
+	}
+	if m == "shared" {
+		// a squatter on UDP 4791 in the pod's namespace: refused, no device made
+		want("a.shared_squat_refused", "1")
+		if !strings.HasPrefix(f["a.shared_squat_error"], "rdma.pod_softroce: the pod's network namespace net:[") {
+			t.Errorf("%s: a.shared_squat_error = %q, want the squatter's refusal", m, f["a.shared_squat_error"])
+		}
+		want("a.shared_squat_devs", "0")
+	}
 	want("a."+m+"_pn2_dev_gone", "1")
 	want("a."+m+"_other_devs", "0")
 }

@@ -68,7 +68,7 @@ for s in $SWIFTVM_SCENARIOS; do
 	*) needs_containerd=yes ;;
 	esac
 	case "$s" in
-	x-cri | alloc | cni | quickstart) needs_cri=yes ;;
+	x-cri | alloc | cni | quickstart | x-podnet | x-podnet-exclusive) needs_cri=yes ;;
 	esac
 done
 

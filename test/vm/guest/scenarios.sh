@@ -1482,9 +1482,10 @@ scenario_probe() {
 . "$(dirname "$0")/xscenarios.sh"
 . "$(dirname "$0")/pods.sh"
 . "$(dirname "$0")/quickstart.sh"
+. "$(dirname "$0")/podnet.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe | x-podnet | x-podnet-exclusive)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
