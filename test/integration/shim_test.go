@@ -64,7 +64,16 @@ func TestMemlockInjected(t *testing.T) {
 	if code != 0 || so != "4096\n4096\n" {
 		t.Errorf("memlock=4MiB: ulimit -l (soft, hard) = %q (exit %d, stderr %q), want 4096 twice", so, code, se)
 	}
-	so, se, code = ctrRun(t, runSpec{id: "memlock-runc", runtime: runcRuntime, args: []string{"sh", "-c", "ulimit -l"}})
+	// runc's own shim of Debian's containerd 2.1.9 once lost the whole
+	// output of this short container (exit 0, nothing read): one more try
+	// then, said in the log; a wrong limit fails at once
+	for try := 1; ; try++ {
+		so, se, code = ctrRun(t, runSpec{id: "memlock-runc", runtime: runcRuntime, args: []string{"sh", "-c", "ulimit -l"}})
+		if code != 0 || so != "" || se != "" || try == 3 {
+			break
+		}
+		t.Logf("runc container: no output at all (exit 0), try %d of 3", try)
+	}
 	if code != 0 || strings.TrimSpace(so) != "8192" {
 		t.Errorf("runc container: ulimit -l = %q (exit %d, stderr %q), want the stock 8192", so, code, se)
 	}
