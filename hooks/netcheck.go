@@ -153,24 +153,16 @@ func CheckNet(d Device, v NetView) error {
 		if p.LinkLayer != "Ethernet" {
 			return nil // InfiniBand: GID 0 and the LID, whatever the namespace
 		}
-		for _, a := range v.Addrs {
-			if !a.Is4() && !a.Is4In6() {
-				continue
-			}
-			want := SysfsGID(a.Unmap())
-			for _, g := range p.GIDs {
-				if g != want {
-					continue
-				}
-				if d.Soft && !v.Host && !v.RoCESocket {
-					return fmt.Errorf("device %s is soft-RoCE (rxe), and the container's network namespace %s has no socket on UDP port %d: "+
-						"rxe receives only in the network namespace its device was made in (before Linux 7.1, always the node's), so RDMA from the pod's own network cannot flow; "+
-						"run it with the host's network (hostNetwork), or on Linux 7.1 and later give the pod a device made in its namespace (rdma.pod_softroce), or use a RoCE device: %w",
-						d.Name, v.Name, RoCEPort, errdefs.ErrFailedPrecondition)
-				}
-				return nil
-			}
+		if !portHasAddrGID(p, v.Addrs) {
+			continue
 		}
+		if d.Soft && !v.Host && !v.RoCESocket {
+			return fmt.Errorf("device %s is soft-RoCE (rxe), and the container's network namespace %s has no socket on UDP port %d: "+
+				"rxe receives only in the network namespace its device was made in (before Linux 7.1, always the node's), so RDMA from the pod's own network cannot flow; "+
+				"run it with the host's network (hostNetwork), or on Linux 7.1 and later give the pod a device made in its namespace (rdma.pod_softroce), or use a RoCE device: %w",
+				d.Name, v.Name, RoCEPort, errdefs.ErrFailedPrecondition)
+		}
+		return nil
 	}
 	return fmt.Errorf("device %s has no GID for an IPv4 address of the container's network namespace %s (addresses: %s): "+
 		"the pod's interface must be on the device's link (its netdev, or a macvlan or VLAN of it): %w",
@@ -182,4 +174,21 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// portHasAddrGID tells whether one of p's GIDs is that of an IPv4
+// address among addrs (the GID a zygote in their namespace uses).
+func portHasAddrGID(p Port, addrs []netip.Addr) bool {
+	for _, a := range addrs {
+		if !a.Is4() && !a.Is4In6() {
+			continue
+		}
+		want := SysfsGID(a.Unmap())
+		for _, g := range p.GIDs {
+			if g == want {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -73,7 +73,7 @@ type PodLink struct {
 const podLinkWait = 5 * time.Second
 
 // EnsurePodLink returns the soft-RoCE device of the pod whose network
-// namespace is at nsPath, making it when the pod has none: on the pod's
+// namespace is at nsPath (v: ViewOf it), making it when the pod has none: on the pod's
 // interface (the one its default route leaves by, else its only
 // interface with an IPv4 address), from inside the namespace. A new
 // device is checked like any other (CheckNet: an ACTIVE port, the pod's
@@ -83,11 +83,7 @@ const podLinkWait = 5 * time.Second
 // is then moved into the namespace. The node must have no RDMA device
 // other than soft-RoCE ones (sysRoot's view): Swift never makes devices
 // beside hardware.
-func EnsurePodLink(nsPath, sysRoot string) (_ PodLink, retErr error) {
-	v, err := ViewOf(nsPath)
-	if err != nil {
-		return PodLink{}, err
-	}
+func EnsurePodLink(nsPath string, v NetView, sysRoot string) (_ PodLink, retErr error) {
 	if v.Host {
 		return PodLink{}, fmt.Errorf("rdma.pod_softroce: the container shares the node's network namespace: a pod device is made only in a pod's own: %w", errdefs.ErrInvalidArgument)
 	}
@@ -200,9 +196,7 @@ func onlySoftRoCE(sysRoot string) error {
 			continue // not a link: a test tree
 		}
 		if !strings.Contains(target, "/devices/virtual/") {
-			return fmt.Errorf("rdma.pod_softroce is set, but device %s (%s) is not soft-RoCE: Swift makes soft-RoCE devices for pods only on a node "+
-				"whose RDMA is all soft-RoCE (never beside hardware): unset rdma.pod_softroce here: %w",
-				readTrim(filepath.Join(verbs, e.Name(), "ibdev")), e.Name(), errdefs.ErrFailedPrecondition)
+			return notSoftRoCE(readTrim(filepath.Join(verbs, e.Name(), "ibdev")) + " (" + e.Name() + ")")
 		}
 	}
 	dir := filepath.Join(sysRoot, "sys/class/infiniband")
@@ -212,11 +206,16 @@ func onlySoftRoCE(sysRoot string) error {
 	}
 	for _, e := range ents {
 		if !isSoftRoCE(filepath.Join(dir, e.Name())) {
-			return fmt.Errorf("rdma.pod_softroce is set, but device %s is not soft-RoCE: Swift makes soft-RoCE devices for pods only on a node "+
-				"whose RDMA is all soft-RoCE (never beside hardware): unset rdma.pod_softroce here: %w", e.Name(), errdefs.ErrFailedPrecondition)
+			return notSoftRoCE(e.Name())
 		}
 	}
 	return nil
+}
+
+// notSoftRoCE is onlySoftRoCE's refusal of device (its name as said).
+func notSoftRoCE(device string) error {
+	return fmt.Errorf("rdma.pod_softroce is set, but device %s is not soft-RoCE: Swift makes soft-RoCE devices for pods only on a node "+
+		"whose RDMA is all soft-RoCE (never beside hardware): unset rdma.pod_softroce here: %w", device, errdefs.ErrFailedPrecondition)
 }
 
 // deviceOn names the node's soft-RoCE device bound to netdev ("" if none).
@@ -227,7 +226,7 @@ func deviceOn(sysRoot, netdev string) string {
 	dir := filepath.Join(sysRoot, "sys/class/infiniband")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if readTrim(filepath.Join(dir, e.Name(), "parent")) == netdev && !strings.HasPrefix(e.Name(), PodLinkPrefix) {
+		if readTrim(filepath.Join(dir, e.Name(), "parent")) == netdev && !IsPodLink(e.Name()) {
 			return e.Name()
 		}
 	}
@@ -359,18 +358,8 @@ func awaitDevice(sysRoot, name string, v NetView) (Device, error) {
 // hasAddrGID tells whether an ACTIVE port of d has the GID of one of addrs.
 func hasAddrGID(d Device, addrs []netip.Addr) bool {
 	for _, p := range d.Ports {
-		if !strings.HasSuffix(p.State, "ACTIVE") {
-			continue
-		}
-		for _, a := range addrs {
-			if !a.Is4() && !a.Is4In6() {
-				continue
-			}
-			for _, g := range p.GIDs {
-				if g == SysfsGID(a.Unmap()) {
-					return true
-				}
-			}
+		if strings.HasSuffix(p.State, "ACTIVE") && portHasAddrGID(p, addrs) {
+			return true
 		}
 	}
 	return false

@@ -101,7 +101,11 @@ func TestDeviceOn(t *testing.T) {
 }
 
 func TestEnsurePodLinkRefusesTheNodesNamespace(t *testing.T) {
-	_, err := EnsurePodLink("/proc/self/ns/net", t.TempDir())
+	v, err := ViewOf("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = EnsurePodLink("/proc/self/ns/net", v, t.TempDir())
 	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "node's network namespace") {
 		t.Errorf("EnsurePodLink(node's namespace) = %v, want InvalidArgument", err)
 	}
@@ -144,7 +148,11 @@ func TestEnsurePodLinkWithoutRxe(t *testing.T) {
 	}
 	netnstest.Run(t, func(path string, h *netlink.Handle) {
 		netnstest.AddLink(t, h, "eth0", "10.9.0.2/24")
-		l, err := EnsurePodLink(path, t.TempDir())
+		v, err := ViewOf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := EnsurePodLink(path, v, t.TempDir())
 		if !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "modprobe rdma_rxe") {
 			t.Errorf("EnsurePodLink = %+v, %v; want FailedPrecondition naming rdma_rxe", l, err)
 		}

@@ -58,7 +58,7 @@ func podDevice(ctx context.Context, req *createRequest) error {
 		return err
 	}
 	req.unlockPodLinks = unlock
-	link, err := hooks.EnsurePodLink(nsPath, req.cfg.RDMA.SysRoot)
+	link, err := hooks.EnsurePodLink(nsPath, v, req.cfg.RDMA.SysRoot)
 	if err != nil {
 		return err
 	}
