@@ -13,6 +13,8 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/swift-rdma/swift-containerd/internal/lockfile"
 )
 
 // FileName is the ledger's name in the state dir.
@@ -49,8 +51,7 @@ func (l *Ledger) alive(x Lease) bool {
 	return Alive(x)
 }
 
-// lock takes the ledger's lock file, polling finely (bbolt's own flock
-// polls every 50 ms, too coarse when dozens of shims start at once).
+// lock takes the ledger's lock file (lockfile.Flock: polling finely).
 func (l *Ledger) lock(exclusive bool) (*os.File, time.Time, error) {
 	timeout := l.Timeout
 	if timeout <= 0 {
@@ -71,24 +72,15 @@ func (l *Ledger) lock(exclusive bool) (*os.File, time.Time, error) {
 	if exclusive {
 		how = unix.LOCK_EX
 	}
-	wait := time.Millisecond
-	for {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return f, deadline, nil
-		}
-		if err != unix.EWOULDBLOCK && err != unix.EINTR {
-			f.Close()
-			return nil, deadline, fmt.Errorf("ledger %s: lock: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, deadline, fmt.Errorf("ledger %s: still locked by another process after %v: %w", l.Path, timeout, errdefs.ErrUnavailable)
-		}
-		time.Sleep(wait)
-		if wait < 8*time.Millisecond {
-			wait *= 2
-		}
+	switch err := lockfile.Flock(f, how, deadline); {
+	case err == nil:
+		return f, deadline, nil
+	case errors.Is(err, lockfile.ErrTimeout):
+		f.Close()
+		return nil, deadline, fmt.Errorf("ledger %s: still locked by another process after %v: %w", l.Path, timeout, errdefs.ErrUnavailable)
+	default:
+		f.Close()
+		return nil, deadline, fmt.Errorf("ledger %s: lock: %v: %w", l.Path, err, errdefs.ErrFailedPrecondition)
 	}
 }
 

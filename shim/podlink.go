@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/swift-rdma/swift-containerd/hooks"
+	"github.com/swift-rdma/swift-containerd/internal/lockfile"
 	"github.com/swift-rdma/swift-containerd/rdma"
 )
 
@@ -95,16 +96,9 @@ func lockPodLinks(stateDir string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdma.pod_softroce: open %s: %w", p, err)
 	}
-	deadline := time.Now().Add(podLinksWait)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing releases it
-		}
-		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("rdma.pod_softroce: lock %s: %w: %w", p, err, errdefs.ErrUnavailable)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := lockfile.Flock(f, unix.LOCK_EX, time.Now().Add(podLinksWait)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rdma.pod_softroce: lock %s: %w: %w", p, err, errdefs.ErrUnavailable)
 	}
+	return func() { f.Close() }, nil // closing releases it
 }
