@@ -233,6 +233,15 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			t.Errorf("%s: %s = %q, want a count of at least 1", name, key, f[key])
 		}
 	}
+	// num: a benchmark's figure, which must be positive.
+	num := func(k string) float64 {
+		t.Helper()
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil || v <= 0 {
+			t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
+		}
+		return v
+	}
 	switch name {
 	case ScenarioRxe:
 		want("port_state", "PORT_ACTIVE")
@@ -410,14 +419,6 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		checkPodnet(t, f, "shared")
 		// the figures of x-bench's swift mode and fork start, between the
 		// pods on their own networks (make bench puts them beside x-bench's)
-		num := func(k string) float64 {
-			t.Helper()
-			v, err := strconv.ParseFloat(f[k], 64)
-			if err != nil || v <= 0 {
-				t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
-			}
-			return v
-		}
 		nlat, _ := strconv.Atoi(f["a.bench_lat_n"])
 		want("a.bench_verified", strconv.Itoa(3*nlat))
 		want("b.bench_echo_bad", "0")
@@ -454,14 +455,6 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("a.mode_after", "netns shared")
 		want("b.mode_after", "netns shared")
 	case ScenarioXBench:
-		num := func(k string) float64 {
-			t.Helper()
-			v, err := strconv.ParseFloat(f[k], 64)
-			if err != nil || v <= 0 {
-				t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
-			}
-			return v
-		}
 		nlat, _ := strconv.Atoi(f["a.lat_n"])
 		// every message of three rounds intact, on both nodes
 		want("a.own_verified", strconv.Itoa(3*nlat))

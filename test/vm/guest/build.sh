@@ -109,11 +109,14 @@ fetch73() {
 	mv "$a/debs/"*.deb "$dir/"
 }
 
-if [ "$series" = 7.3 ]; then
-	pkg=linux-$k73abi
-	kdir=$cache/$pkg
+# The initramfs's name: a hash of this script, init and busybox.
+hash=$(cat "$here/build.sh" "$here/init" "$busybox" | sha256sum | cut -c1-16)
+
+# in_cache DIR: the guest's kernel and initramfs in DIR (kdir, kernel,
+# initrd); when both are built there already, print them and end.
+in_cache() {
+	kdir=$1
 	mkdir -p "$kdir"
-	hash=$(cat "$here/build.sh" "$here/init" "$busybox" | sha256sum | cut -c1-16)
 	initrd=$kdir/initramfs-$hash.cpio.gz
 	kernel=$kdir/vmlinuz
 	if [ -s "$kernel" ] && [ -s "$initrd" ]; then
@@ -122,6 +125,11 @@ if [ "$series" = 7.3 ]; then
 		echo "INITRD=$initrd"
 		exit 0
 	fi
+}
+
+if [ "$series" = 7.3 ]; then
+	pkg=linux-$k73abi
+	in_cache "$cache/$pkg"
 	debs="$kdir/linux-binary-${k73abi}_${k73}_amd64.deb $kdir/linux-modules-${k73abi}_${k73}_amd64.deb"
 	for d in $debs; do
 		[ -s "$d" ] || {
@@ -161,19 +169,7 @@ if [ -z "$pkg" ] && [ "${SWIFT_VM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev
 fi
 [ -n "$pkg" ] || die "cannot find a linux-image-6.1.0-*-amd64 package (run apt-get update; Debian 12 bookworm apt sources needed)"
 
-kdir=$cache/$pkg
-mkdir -p "$kdir"
-
-hash=$(cat "$here/build.sh" "$here/init" "$busybox" | sha256sum | cut -c1-16)
-initrd=$kdir/initramfs-$hash.cpio.gz
-kernel=$kdir/vmlinuz
-
-if [ -s "$kernel" ] && [ -s "$initrd" ]; then
-	log "cached: $kernel $initrd"
-	echo "KERNEL=$kernel"
-	echo "INITRD=$initrd"
-	exit 0
-fi
+in_cache "$cache/$pkg"
 
 # Fetch the kernel package (cached). A download failure usually means stale
 # apt lists (the package was superseded): update, pick again, retry once.
@@ -197,10 +193,7 @@ if [ -z "$deb" ]; then
 		apt-get update -qq >&2 || true
 		pkg=$(pick_pkg)
 		[ -n "$pkg" ] || die "no linux-image-6.1.0-*-amd64 package after apt-get update"
-		kdir=$cache/$pkg
-		mkdir -p "$kdir"
-		initrd=$kdir/initramfs-$hash.cpio.gz
-		kernel=$kdir/vmlinuz
+		in_cache "$cache/$pkg"
 		download || die "apt-get download $pkg failed"
 	fi
 	deb=$(ls "$kdir"/"$pkg"_*.deb | head -n1)
