@@ -12,6 +12,9 @@ CONTAINERD17_VERSION ?= v1.7.35
 # version; deps fetches each into $(CACHE)/containerd-deb-<upstream version>.
 DEBIAN_CONTAINERD ?= trixie=1.7.24~ds1-6+deb13u1 sid=2.1.9+ds1-5
 CNI_PLUGINS_VERSION ?= v1.10.0
+# the VM suite's Kubernetes bed (scripts/deps-k8s.sh builds it)
+K8S_VERSION ?= v1.37.2
+ETCD_VERSION ?= v3.7.3
 PREFIX ?= /usr/local
 BIN := $(CURDIR)/bin
 OUT := $(CURDIR)/out
@@ -32,6 +35,7 @@ export SWIFT_BIN := $(BIN)
 export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
 export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
 export SWIFT_CNI_BIN := $(CACHE)/cni-plugins-$(CNI_PLUGINS_VERSION:v%=%)
+export SWIFT_K8S_BIN := $(CACHE)/k8s-$(K8S_VERSION:v%=%)
 
 .PHONY: all build install deps test unit lint fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
 
@@ -53,7 +57,7 @@ install: build
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/
 
 deps:
-	@SWIFT_VM_CACHE=$(VM_CACHE) bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION) '$(DEBIAN_CONTAINERD)'
+	@SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_K8S_VERSIONS='$(K8S_VERSION) $(ETCD_VERSION)' bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION) '$(DEBIAN_CONTAINERD)'
 
 # golangci-lint (pinned in tools/go.mod, configured in .golangci.yml):
 # staticcheck, goimports, misspell, gosec's high-confidence findings and

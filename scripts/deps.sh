@@ -34,6 +34,15 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The Kubernetes bed of the VM suite (kube-apiserver, -controller-manager,
+# -scheduler, kubelet, kubectl, etcd: scripts/deps-k8s.sh), the longest
+# build, in the background from the start; $SWIFT_K8S_VERSIONS is
+# "K8S_VERSION ETCD_VERSION" (the Makefile's).
+k8s_versions=${SWIFT_K8S_VERSIONS:-v1.37.2 v3.7.3}
+# shellcheck disable=SC2086 # two words
+"$(dirname "$0")/deps-k8s.sh" "$cache" $k8s_versions >/tmp/swift-deps-k8s.log 2>&1 &
+k8s_pid=$!
+
 # The VM suite's two guests (Debian 12's 6.1 kernel, trixie-backports'
 # 7.3), built in the background beside the Go builds below and cached
 # under $SWIFT_VM_CACHE (test/vm/guest/build.sh; a cached guest costs
@@ -211,5 +220,8 @@ for i in "${!guest_pids[@]}"; do
   k=$([[ $i == 0 ]] && echo 6.1 || echo 7.3)
   wait "${guest_pids[$i]}" || { echo "deps: building the $k VM guest failed:" >&2; cat "/tmp/swift-guest-$k.log" >&2; exit 1; }
 done
+
+wait "$k8s_pid" || { echo "deps: building Kubernetes failed:" >&2; cat /tmp/swift-deps-k8s.log >&2; exit 1; }
+tail -n 1 /tmp/swift-deps-k8s.log
 
 echo "deps: ok (containerd $("$ctrd_dir/containerd" --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'))"

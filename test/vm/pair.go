@@ -81,7 +81,11 @@ func freeUDPPorts(n int) ([]int, error) {
 
 // BootPair boots both guests at once, joined by their link, and waits for
 // both to power off. progress sees every console marker with its node.
-func BootPair(ctx context.Context, c Config, g Guest, dir string, progress func(node string, m Marker)) (*Pair, error) {
+// kubelets, when not nil, maps a node's link address to a host port: that
+// guest gets a second NIC (eth1, qemu's user-mode network, leading to the
+// host's loopback) with the port forwarded to its kubelet (x-k8s).
+func BootPair(ctx context.Context, c Config, g Guest, dir string, kubelets map[string]int,
+	progress func(node string, m Marker)) (*Pair, error) {
 	ports, err := freeUDPPorts(2)
 	if err != nil {
 		return nil, fmt.Errorf("ports for the link: %w", err)
@@ -98,6 +102,12 @@ func BootPair(ctx context.Context, c Config, g Guest, dir string, progress func(
 				"remote.type=inet,remote.host=127.0.0.1,remote.port=%d", local, remote),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=link,mac=52:54:00:5a:00:%02x", i+1),
 			"-virtfs", "local,path=" + shared + ",mount_tag=shared,security_model=none,multidevs=remap",
+		}
+		if kubelets != nil {
+			ip := []string{NodeAIP, NodeBIP}[i]
+			netArgs = append(netArgs,
+				"-netdev", fmt.Sprintf("user,id=cp,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:%d-:%d", kubelets[ip], kubeletPort),
+				"-device", fmt.Sprintf("virtio-net-pci,netdev=cp,mac=52:54:00:5a:01:%02x", i+1))
 		}
 		wg.Add(1)
 		go func(i int, node string) {

@@ -82,6 +82,10 @@ const (
 	// or later: they run on the pair, which boots PairKernel.
 	ScenarioXPodnet          = "x-podnet"
 	ScenarioXPodnetExclusive = "x-podnet-exclusive"
+	// ScenarioXK8s makes the pair a Kubernetes cluster (k8s.go): a kubelet
+	// on each guest, the control plane on the host, which runs every k8s-
+	// check with kubectl while the guests serve as nodes (guest/k8s.sh).
+	ScenarioXK8s = "x-k8s"
 	// ScenarioBroken fails on purpose; it runs only when SWIFT_VM_BROKEN is set.
 	ScenarioBroken = "broken"
 	// ScenarioProbe runs the shell script SWIFT_VM_PROBE names (a host
@@ -99,7 +103,7 @@ var AllScenarios = []string{
 	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioSniff, ScenarioHeld, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
 	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
-	ScenarioXPodnet, ScenarioXPodnetExclusive,
+	ScenarioXPodnet, ScenarioXPodnetExclusive, ScenarioXK8s,
 }
 
 // BenchScenarios are what `make bench` runs with full counts; `make test`
@@ -133,6 +137,8 @@ type Config struct {
 	ContainerdDir   string        // holds containerd, ctr, containerd-shim-runc-v2
 	CrictlDir       string        // holds crictl (CRI scenarios)
 	CNIDir          string        // holds the CNI plugins (pods with their own network)
+	K8sDir          string        // holds the Kubernetes binaries (K8sBinaries)
+	K8sTimeout      time.Duration // the x-k8s scenario's timeout in the guests
 	Scenarios       []string      // scenarios to run, in order
 	Broken          string        // "" (off), "1" (exit non-zero) or "hang"
 	Timeout         time.Duration // whole VM; the guest is killed after it
@@ -158,11 +164,13 @@ type Config struct {
 //	                           one that hangs until the scenario timeout
 //	SWIFT_VM_TIMEOUT           whole-VM timeout (default 20m)
 //	SWIFT_VM_SCENARIO_TIMEOUT  per-scenario timeout in the guest (default 5m)
+//	SWIFT_VM_K8S_TIMEOUT       x-k8s's, every k8s- check in one (default 20m)
 //	SWIFT_VM_CACHE             kernel/initramfs cache (default /var/cache/swift-build/vm)
 //	SWIFT_BIN                  directory with containerd-shim-swift-v2 (default <repo>/bin)
 //	SWIFT_CONTAINERD_BIN       directory with containerd, ctr, containerd-shim-runc-v2
 //	SWIFT_CRICTL_BIN           directory with crictl (scenarios through CRI)
 //	SWIFT_CNI_BIN              directory with the CNI plugins (macvlan, host-local, loopback)
+//	SWIFT_K8S_BIN              directory with the Kubernetes binaries (x-k8s)
 //	SWIFT_VM_KERNEL            kernel of the one-guest batch: 6.1 (default:
 //	                           Debian 12's, where rxe lives in the node's
 //	                           network namespace) or 7.3
@@ -188,6 +196,8 @@ func ConfigFromEnv(repo string) (Config, error) {
 		ContainerdDir:   envOr("SWIFT_CONTAINERD_BIN", DefaultContainerdDir),
 		CrictlDir:       os.Getenv(harness.EnvCrictlBin),
 		CNIDir:          os.Getenv(EnvCNIBin),
+		K8sDir:          os.Getenv(EnvK8sBin),
+		K8sTimeout:      20 * time.Minute,
 		Scenarios:       AllScenarios,
 		Broken:          os.Getenv("SWIFT_VM_BROKEN"),
 		Timeout:         20 * time.Minute,
@@ -240,6 +250,9 @@ func ConfigFromEnv(repo string) (Config, error) {
 		return c, err
 	}
 	if c.ScenarioTimeout, err = envDuration("SWIFT_VM_SCENARIO_TIMEOUT", c.ScenarioTimeout); err != nil {
+		return c, err
+	}
+	if c.K8sTimeout, err = envDuration("SWIFT_VM_K8S_TIMEOUT", c.K8sTimeout); err != nil {
 		return c, err
 	}
 	if c.MemoryMiB, err = envInt("SWIFT_VM_MEMORY", c.MemoryMiB); err != nil {
@@ -618,6 +631,10 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 			}
 		}
 	}
+	if slices.Contains(c.Scenarios, ScenarioXK8s) && !guestVisible(c.K8sDir) {
+		return fmt.Errorf("%s=%s is under a path the guest masks (%s): the nodes run its kubelet in place",
+			EnvK8sBin, c.K8sDir, strings.Join(guestMasked, " "))
+	}
 	ctrdDir, err := guestDir(runDir, c.ContainerdDir, "containerd")
 	if err != nil {
 		return err
@@ -638,6 +655,8 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		"SWIFTVM_PROBE":            c.Probe,
 		"SWIFTVM_CRICTL_DIR":       crictlDir,
 		"SWIFTVM_CNI_DIR":          cniDir,
+		"SWIFTVM_K8S_DIR":          c.K8sDir,
+		"SWIFTVM_K8S_TIMEOUT":      strconv.Itoa(int(c.K8sTimeout / time.Second)),
 		"SWIFTVM_BENCH_RUNS":       strconv.Itoa(c.BenchRuns),
 		"SWIFTVM_VERBS_RUNS":       strconv.Itoa(c.BenchRuns),
 		// x-bench's message counts scale with the run count (2,000
@@ -647,7 +666,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 	}
 	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
 		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE",
-		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR", "SWIFTVM_BENCH_RUNS", "SWIFTVM_VERBS_RUNS", "SWIFTVM_BENCH_LAT",
+		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR", "SWIFTVM_K8S_DIR", "SWIFTVM_K8S_TIMEOUT", "SWIFTVM_BENCH_RUNS", "SWIFTVM_VERBS_RUNS", "SWIFTVM_BENCH_LAT",
 		"SWIFTVM_BENCH_BW"}
 	extraKeys := make([]string, 0, len(extra))
 	for k, v := range extra {
@@ -667,7 +686,7 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 // plugin (the guest then enables it and imports the images).
 func NeedsCRI(name string) bool {
 	return name == ScenarioXCRI || name == ScenarioAlloc || name == ScenarioCNI || name == ScenarioQuickstart ||
-		name == ScenarioXPodnet || name == ScenarioXPodnetExclusive
+		name == ScenarioXPodnet || name == ScenarioXPodnetExclusive || name == ScenarioXK8s
 }
 
 // EnvCNIBin names the directory of the CNI plugins (make deps builds them).

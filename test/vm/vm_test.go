@@ -45,6 +45,10 @@ func TestVM(t *testing.T) {
 			notRun[s] = "missing:\n  " + strings.Join(ctrdMissing, "\n  ")
 			continue
 		}
+		if m := MissingK8s(cfg.K8sDir); s == ScenarioXK8s && len(m) > 0 {
+			notRun[s] = "missing:\n  " + strings.Join(m, "\n  ")
+			continue
+		}
 		run = append(run, s)
 	}
 
@@ -96,8 +100,9 @@ func TestVM(t *testing.T) {
 		r = bootSingle(t, ctx, cfg, guests[cfg.Kernel], runDir, single)
 	}
 	var p *Pair
+	var bed *k8sBed
 	if len(pair) > 0 {
-		p = bootPair(t, ctx, cfg, guests[cfg.PairKernel], filepath.Join(runDir, "pair"), pair)
+		p, bed = bootPair(t, ctx, cfg, guests[cfg.PairKernel], filepath.Join(runDir, "pair"), pair)
 	}
 
 	for _, s := range all {
@@ -109,6 +114,9 @@ func TestVM(t *testing.T) {
 				checkResult(t, cfg, p.Result(s), p.Dir, func(n int) string {
 					return fmt.Sprintf("node a:\n%s\nnode b:\n%s", p.A.ConsoleTail(n), p.B.ConsoleTail(n))
 				}, s)
+				if s == ScenarioXK8s && bed != nil {
+					checkK8s(t, bed)
+				}
 				return
 			}
 			checkScenario(t, cfg, r, s)
@@ -152,8 +160,10 @@ func bootSingle(t *testing.T, ctx context.Context, cfg Config, guest Guest, runD
 	return r
 }
 
-// bootPair runs the two-guest batch: both guests at once, joined by their link.
-func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir string, run []string) *Pair {
+// bootPair runs the two-guest batch: both guests at once, joined by their
+// link; with x-k8s, the Kubernetes bed's control plane and checks beside
+// them (the bed is returned for checkK8s).
+func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir string, run []string) (_ *Pair, bed *k8sBed) {
 	t.Helper()
 	cfg.Scenarios = run
 	var prepLog strings.Builder
@@ -161,8 +171,15 @@ func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir st
 	if err != nil {
 		t.Fatalf("preparing the pair: %v\n%s", err, prepLog.String())
 	}
+	var fwd map[string]int
+	if contains(run, ScenarioXK8s) {
+		var stop func() *k8sBed
+		fwd, stop = startK8s(t, ctx, cfg, dir)
+		defer func() { bed = stop() }()
+		cfg.Timeout += cfg.K8sTimeout
+	}
 	t.Logf("booting a pair of guests (scenarios: %s)", strings.Join(run, " "))
-	p, err := BootPair(ctx, cfg, guest, dir, func(node string, m Marker) {
+	p, err := BootPair(ctx, cfg, guest, dir, fwd, func(node string, m Marker) {
 		if !strings.HasPrefix(m.Line, "SWIFTVM-LOG") {
 			t.Logf("[%s %6.1fs] %s", node, m.At.Seconds(), m.Line)
 		}
@@ -185,7 +202,7 @@ func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir st
 				x.r.ConsoleTail(40))
 		}
 	}
-	return p
+	return p, bed // bed: set by the deferred stop
 }
 
 // checkScenario asserts one scenario's result and facts.

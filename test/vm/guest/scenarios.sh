@@ -53,6 +53,9 @@
 #                      memory overwritten, then 100 functions pass data; slow
 #                      and silent clients cost the loop nothing; a caller that
 #                      goes away ends its function; 1,000 forks leak nothing
+#   x-k8s              (pair) each guest a Kubernetes node: its kubelet on
+#                      its containerd, the control plane on the host, which
+#                      runs the k8s- checks with kubectl (k8s.sh, k8s.go)
 #   broken             fails on purpose (SWIFT_VM_BROKEN=1; "hang" sleeps)
 #   probe              runs the script SWIFT_VM_PROBE names (a developer's
 #                      experiment; the helpers above are defined for it)
@@ -1483,9 +1486,10 @@ scenario_probe() {
 . "$(dirname "$0")/pods.sh"
 . "$(dirname "$0")/quickstart.sh"
 . "$(dirname "$0")/podnet.sh"
+. "$(dirname "$0")/k8s.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe | x-podnet | x-podnet-exclusive)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe | x-podnet | x-podnet-exclusive | x-k8s)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;

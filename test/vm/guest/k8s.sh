@@ -1,0 +1,126 @@
+# k8s.sh — the node side of the Kubernetes bed (sourced by scenarios.sh).
+#
+#   x-k8s  each guest of the pair is a Kubernetes node: a kubelet v1.37 on
+#          its containerd's CRI, registered with the control plane the host
+#          runs (test/vm/k8s.go) through the guest's second NIC (qemu's
+#          user-mode network: 10.0.2.2 is the host's loopback). The host
+#          drives every k8s- check with kubectl; this side only runs the
+#          node, and the host's node-level requests (K8S/<node>/cmd.N, a
+#          shell fragment run here, output in cmd.N.out, status in
+#          cmd.N.rc), until the host writes K8S/done.
+K8S=/run/swiftvm-shared/k8s
+
+# kubelet_start: the kubelet, in the background, its log in the results share.
+kubelet_start() {
+	setsid /var/lib/swiftvm-k8s/kubelet --config "$W/kubelet.yaml" --kubeconfig "$K8S/$NODE/kubeconfig" \
+		--hostname-override "$NODE" --node-ip "$MYIP" --root-dir /var/lib/kubelet \
+		--cert-dir /var/lib/kubelet/pki >>"$R/kubelet.log" 2>&1 </dev/null &
+	echo $! >"$W/kubelet.pid"
+	log "kubelet started (pid $!)"
+}
+
+# kubelet_stop: the kubelet only; its pods and their containers go on.
+kubelet_stop() {
+	p=$(cat "$W/kubelet.pid" 2>/dev/null) || return 0
+	kill "$p" 2>/dev/null
+	i=0
+	while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -9 "$p" 2>/dev/null
+	rm -f "$W/kubelet.pid"
+	log "kubelet stopped"
+}
+
+scenario_x_k8s() {
+	need_pair
+	need_rxe
+	need_containerd
+	[ -n "${SWIFTVM_K8S_DIR:-}" ] && [ -x "$SWIFTVM_K8S_DIR/kubelet" ] ||
+		fail "no kubelet in SWIFTVM_K8S_DIR=${SWIFTVM_K8S_DIR:-} (make deps builds Kubernetes)"
+	[ -f "$K8S/$NODE/kubeconfig" ] || fail "the host wrote no kubeconfig for node $NODE in $K8S"
+	STEP=network
+	# the way to the control plane: the second NIC, to the host's loopback
+	ip link set eth1 up || fail "no second NIC (eth1) for the control plane"
+	ip addr add 10.0.2.15/24 dev eth1
+	# pods: a bridge per node, 10.244.<1|2>.0/24, routed over the link
+	case $NODE in
+	a) sub=1 other=2 ;;
+	*) sub=2 other=1 ;;
+	esac
+	ip route add "10.244.$other.0/24" via "$PEERIP" dev eth0
+	cninet pods '{"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+	  "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.'"$sub"'.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+	  {"type": "loopback"}'
+	# writable where the kubelet and the node agents write: the host root is
+	# read-only in the guest
+	# (a writable copy of /etc, as a node has: the keys DaemonSet
+	# installs into /etc/swift/keys)
+	mount -t tmpfs tmpfs /var/log || fail "tmpfs on /var/log"
+	cp -a /etc /run/swiftvm-etc 2>/dev/null
+	mount --bind /run/swiftvm-etc /etc || fail "a writable /etc"
+	mkdir -p /etc/swift/keys || fail "mkdir /etc/swift/keys"
+	printf 'nameserver %s\n' 10.0.2.3 >"$W/resolv.conf"
+	# the node config: the example tenant policy, the keys where the
+	# example DaemonSet installs them
+	cp "$K8S/policy.toml" "$W/policy.toml"
+	{
+		echo "policy_path = \"$W/policy.toml\""
+		sed -e '/^policy_path = /d' -e 's#^keys_dir = .*#keys_dir = "/etc/swift/keys"#' "$W/swift.default.toml"
+	} >"$W/swift.toml"
+	cp "$W/swift.toml" "$W/swift.default.toml"
+	# the examples' images, preloaded as an air-gapped node has them: the
+	# guest's image (busybox and the examples' /bin/worker) stands for each
+	for ref in docker.io/library/busybox:1.37 registry.example/rdma-worker:1.0 registry.example/log-shipper:1.0; do
+		ctr --address "$W/containerd.sock" -n k8s.io images tag swift.local/vmroot:1 "$ref" ||
+			fail "cannot tag the image $ref"
+	done
+	cat >"$W/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$W/containerd.sock
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $K8S/$NODE/ca.crt}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+failSwapOn: false
+resolvConf: $W/resolv.conf
+clusterDomain: cluster.local
+localStorageCapacityIsolation: false
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+EOF
+	STEP=kubelet
+	# a local copy: big binaries read over 9p have locked the guest up
+	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_K8S_DIR/kubelet" /var/lib/swiftvm-k8s/ || fail "cannot copy the kubelet"
+	kubelet_start
+	touch "$K8S/$NODE.started"
+	# the host's requests, until it is done (or the scenario times out)
+	n=1
+	while [ ! -e "$K8S/done" ]; do
+		if [ -e "$K8S/$NODE/cmd.$n" ]; then
+			STEP="request $n"
+			(. "$K8S/$NODE/cmd.$n") >"$K8S/$NODE/cmd.$n.out.tmp" 2>&1
+			rc=$?
+			mv "$K8S/$NODE/cmd.$n.out.tmp" "$K8S/$NODE/cmd.$n.out"
+			echo $rc >"$K8S/$NODE/cmd.$n.rc.tmp" && mv "$K8S/$NODE/cmd.$n.rc.tmp" "$K8S/$NODE/cmd.$n.rc"
+			n=$((n + 1))
+			continue
+		fi
+		sleep 0.2
+	done
+	STEP=teardown
+	kubelet_stop
+	fact requests $((n - 1))
+	# the host judges its checks (the k8s- subtests); "finished" says it
+	# got through them rather than giving up on the node
+	fact host "$(cat "$K8S/done")"
+	[ "$(cat "$K8S/done")" = finished ] || fail "the host gave up: $(cat "$K8S/done")"
+}

@@ -1,0 +1,820 @@
+//go:build e2e
+
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The k8s- checks: run on the host with kubectl, the only client, against
+// the bed's control plane while the pair's guests are its nodes (x-k8s).
+// Each check records facts; checkK8s asserts them after the boot.
+const (
+	K8sNodes      = "k8s-nodes"
+	K8sRuntime    = "k8s-runtimeclass"
+	K8sRefusal    = "k8s-refusal"
+	K8sZygotes    = "k8s-zygotes"
+	K8sLifecycle  = "k8s-lifecycle"
+	K8sPodStart   = "k8s-pod-start"
+	k8sWorkerRef  = "registry.example/rdma-worker:1.0"
+	k8sShipperRef = "registry.example/log-shipper:1.0"
+)
+
+// K8sChecks are the checks in run order.
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sZygotes, K8sLifecycle, K8sPodStart}
+
+type k8sBed struct {
+	cp     *ControlPlane
+	dir    string // the pair's shared dir's k8s/
+	repo   string
+	bin    string // the Swift binaries (swiftctl)
+	runs   int    // pod starts of each kind
+	mu     sync.Mutex
+	facts  map[string]map[string]string
+	errs   map[string][]string
+	logw   *os.File
+	reqSeq map[string]int
+}
+
+func (b *k8sBed) fact(check, k, v string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.facts[check] == nil {
+		b.facts[check] = map[string]string{}
+	}
+	b.facts[check][k] = v
+	fmt.Fprintf(b.logw, "[%s] fact %s=%s\n", check, k, v)
+}
+
+func (b *k8sBed) fail(check string, format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	b.errs[check] = append(b.errs[check], msg)
+	fmt.Fprintf(b.logw, "[%s] FAIL %s\n", check, msg)
+}
+
+func (b *k8sBed) logf(format string, args ...any) {
+	fmt.Fprintf(b.logw, "[%s] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// kubectl runs kubectl as the admin, logging the call and its output.
+func (b *k8sBed) kubectl(ctx context.Context, args ...string) (string, error) {
+	out, err := b.cp.Kubectl(ctx, args...)
+	b.logf("kubectl %s\n%s", strings.Join(args, " "), strings.TrimRight(out, "\n"))
+	return out, err
+}
+
+func (b *k8sBed) apply(ctx context.Context, yaml string) error {
+	out, err := b.cp.KubectlIn(ctx, yaml, "apply", "-f", "-")
+	b.logf("kubectl apply -f - <<\n%s\n%s", yaml, out)
+	return err
+}
+
+// onNode runs a shell fragment on a node (guest/k8s.sh serves it, with
+// the scenario's functions and variables) and returns its output.
+func (b *k8sBed) onNode(node, script string, within time.Duration) (string, error) {
+	b.mu.Lock()
+	b.reqSeq[node]++
+	n := b.reqSeq[node]
+	b.mu.Unlock()
+	base := filepath.Join(b.dir, node, "cmd."+strconv.Itoa(n))
+	if err := os.WriteFile(base+".tmp", []byte(script+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(base+".tmp", base); err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if rc, err := os.ReadFile(base + ".rc"); err == nil {
+			out, _ := os.ReadFile(base + ".out")
+			b.logf("node %s: %s\n%s(rc %s)", node, script, out, strings.TrimSpace(string(rc)))
+			if strings.TrimSpace(string(rc)) != "0" {
+				return string(out), fmt.Errorf("on node %s, %q exited %s: %s", node, script, strings.TrimSpace(string(rc)), out)
+			}
+			return string(out), nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", fmt.Errorf("node %s did not run %q within %s", node, script, within)
+}
+
+// until polls f every 500 ms until it says done or within passes.
+func until(within time.Duration, f func() (bool, error)) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := f()
+		if ok {
+			return nil
+		}
+		last = err
+		time.Sleep(500 * time.Millisecond)
+	}
+	if last != nil {
+		return fmt.Errorf("%w after %s: %v", ErrK8sTimeout, within, last)
+	}
+	return fmt.Errorf("%w after %s", ErrK8sTimeout, within)
+}
+
+// waitPhase waits until pod (namespace/name) is in phase.
+func (b *k8sBed) waitPhase(ctx context.Context, ns, pod, phase string, within time.Duration) error {
+	return until(within, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(out) == phase, fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
+	})
+}
+
+func (b *k8sBed) waitGone(ctx context.Context, ns, pod string, within time.Duration) error {
+	return until(within, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "--ignore-not-found", "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "", fmt.Errorf("pod %s/%s still there: %v", ns, pod, err)
+	})
+}
+
+// exec runs a command in a pod's container through the API server and the
+// kubelet (kubectl exec).
+func (b *k8sBed) exec(ctx context.Context, ns, pod, ctr string, cmd ...string) (string, error) {
+	return b.kubectl(ctx, append([]string{"-n", ns, "exec", pod, "-c", ctr, "--"}, cmd...)...)
+}
+
+// nodeState is what a pod may leave behind on a node: Swift's leases,
+// shims, zygotes, and mounts.
+const nodeState = `echo "leases $(SWIFT_CONFIG=$W/swift.toml swiftctl pools ls --leases | grep -c '^k8s.io/')"
+echo "shims $(ps -eo args | grep -c '^[c]ontainerd-shim-swift-v2')"
+echo "zygotes $(ps -eo args | grep -c '^[/]\.swift/bin/swift-init')"
+echo "mounts $(wc -l </proc/mounts)"`
+
+func (b *k8sBed) nodeState(node string) (string, error) {
+	out, err := b.onNode(node, nodeState, time.Minute)
+	return strings.Join(strings.Fields(strings.ReplaceAll(out, "\n", ";")), " "), err
+}
+
+// run runs every check in order. A check that cannot go on records why and
+// the later ones still run where they can.
+func (b *k8sBed) run(ctx context.Context) {
+	if !b.nodesReady(ctx) {
+		return
+	}
+	b.runtimeClass(ctx)
+	b.refusal(ctx)
+	b.zygotes(ctx)
+	b.lifecycle(ctx)
+	b.podStart(ctx)
+}
+
+func (b *k8sBed) nodesReady(ctx context.Context) bool {
+	c := K8sNodes
+	start := time.Now()
+	ready := map[string]time.Duration{}
+	err := until(10*time.Minute, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return false, err
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 && f[1] == "True" {
+				if _, ok := ready[f[0]]; !ok {
+					ready[f[0]] = time.Since(start)
+				}
+			}
+		}
+		return len(ready) == 2, fmt.Errorf("nodes: %q", out)
+	})
+	out, _ := b.kubectl(ctx, "get", "nodes", "-o", "wide")
+	b.fact(c, "get_nodes", strings.Join(strings.Fields(strings.ReplaceAll(out, "\n", " | ")), " "))
+	if err != nil {
+		b.fail(c, "both nodes Ready: %v", err)
+		return false
+	}
+	for _, n := range []string{NodeA, NodeB} {
+		v, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}")
+		b.fact(c, n+".version", strings.TrimSpace(v))
+		b.fact(c, n+".ready", "True")
+		// from the kubelet's start on the node (its marker in the shared dir)
+		if st, err := os.Stat(filepath.Join(b.dir, n+".started")); err == nil {
+			b.fact(c, n+".ready_s", fmt.Sprintf("%.1f", time.Since(st.ModTime()).Seconds()-time.Since(start.Add(ready[n])).Seconds()))
+		}
+	}
+	// the operator's steps: label the Swift nodes, apply the RuntimeClass
+	if _, err := b.kubectl(ctx, "label", "node", NodeA, NodeB, "swift.io/runtime=true", "--overwrite"); err != nil {
+		b.fail(c, "label nodes: %v", err)
+		return false
+	}
+	return true
+}
+
+// example reads an example manifest with what stands for the operator's
+// own in it replaced by the bed's (the device; the images are preloaded
+// under their example names on the nodes).
+func (b *k8sBed) example(name string) (string, error) {
+	y, err := os.ReadFile(filepath.Join(b.repo, "examples", name))
+	return strings.ReplaceAll(string(y), "mlx5_0", "rxe0"), err
+}
+
+// pinned adds a nodeSelector for node to every Pod of a manifest (a pod
+// whose peers are named by node address must run on that node).
+func pinned(yaml, node string) string {
+	return strings.ReplaceAll(yaml, "\nspec:\n", "\nspec:\n  nodeSelector: {kubernetes.io/hostname: "+node+"}\n")
+}
+
+func (b *k8sBed) runtimeClass(ctx context.Context) {
+	c := K8sRuntime
+	y, err := b.example("runtimeclass.yaml")
+	if err == nil {
+		err = b.apply(ctx, pinned(y, NodeA))
+	}
+	if err != nil {
+		b.fail(c, "apply examples/runtimeclass.yaml: %v", err)
+		return
+	}
+	if err := b.waitPhase(ctx, "team-a", "rdma-worker", "Running", 4*time.Minute); err != nil {
+		ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name=rdma-worker")
+		b.fail(c, "rdma-worker Running: %v\nevents:\n%s", err, ev)
+		return
+	}
+	rc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "rdma-worker", "-o", "jsonpath={.spec.runtimeClassName} {.spec.nodeName}")
+	b.fact(c, "swift.runtimeclass_node", strings.TrimSpace(rc))
+	b.inside(ctx, c, "swift", "team-a", "rdma-worker", "worker")
+	st, err := b.nodeState(NodeA)
+	if err != nil {
+		b.fail(c, "node a: %v", err)
+	}
+	b.fact(c, "swift.node_a", st)
+	// the same image without the RuntimeClass: plain runc
+	plain := `apiVersion: v1
+kind: Pod
+metadata:
+  name: plain
+  namespace: team-a
+  annotations:
+    swift.io/rdma: "true"
+spec:
+  nodeSelector: {kubernetes.io/hostname: a}
+  hostNetwork: true
+  containers:
+    - name: worker
+      image: ` + k8sWorkerRef + `
+      command: ["/bin/worker"]
+`
+	if err := b.apply(ctx, plain); err != nil {
+		b.fail(c, "apply the plain pod: %v", err)
+		return
+	}
+	if err := b.waitPhase(ctx, "team-a", "plain", "Running", 3*time.Minute); err != nil {
+		b.fail(c, "plain Running: %v", err)
+		return
+	}
+	b.inside(ctx, c, "plain", "team-a", "plain", "worker")
+	if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", "plain", "--wait=true", "--timeout=3m"); err != nil {
+		b.fail(c, "delete plain: %v", err)
+	}
+}
+
+// inside records, from inside a pod's container, what Swift gave it: the
+// uverbs devices, RLIMIT_MEMLOCK, the rdma cgroup's limits and whether the
+// preloaded library is there.
+func (b *k8sBed) inside(ctx context.Context, c, key, ns, pod, ctr string) {
+	out, err := b.exec(ctx, ns, pod, ctr, "/bin/sh", "-c",
+		`echo "uverbs $(ls /dev/infiniband 2>/dev/null | grep -c '^uverbs')"; echo "memlock $(ulimit -l)"; `+
+			`echo "rdma_max $(cat /sys/fs/cgroup/rdma.max 2>/dev/null | tr '\n' ' ')"; `+
+			`echo "swift_dir $(test -d /.swift && echo present || echo absent)"`)
+	if err != nil {
+		b.fail(c, "exec in %s/%s: %v", ns, pod, err)
+		return
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, _ := strings.Cut(l, " ")
+		b.fact(c, key+"."+k, strings.TrimSpace(v))
+	}
+}
+
+// refusal: pods the node refuses (no tenant for the namespace, a bad
+// annotation) do not start, say why in their events in Swift's own words,
+// and leave nothing on the node.
+func (b *k8sBed) refusal(ctx context.Context) {
+	c := K8sRefusal
+	before, err := b.nodeState(NodeA)
+	if err != nil {
+		b.fail(c, "node a: %v", err)
+		return
+	}
+	b.fact(c, "before", before)
+	pods := []struct{ ns, name, ann string }{
+		{"default", "no-tenant", `swift.io/rdma: "true"`},
+		{"team-a", "bad-pool", "swift.io/rdma: \"true\"\n    swift.io/zygote: \"true\"\n    swift.io/pool: \"100000\""},
+	}
+	for _, p := range pods {
+		y := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: %s
+  annotations:
+    %s
+spec:
+  runtimeClassName: swift
+  nodeSelector: {kubernetes.io/hostname: a}
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+    - name: worker
+      image: %s
+      command: ["/bin/worker"]
+`, p.name, p.ns, p.ann, k8sWorkerRef)
+		if err := b.apply(ctx, y); err != nil {
+			b.fail(c, "apply %s: %v", p.name, err)
+			return
+		}
+	}
+	for _, p := range pods {
+		var msg string
+		err := until(3*time.Minute, func() (bool, error) {
+			out, err := b.cp.Kubectl(ctx, "-n", p.ns, "get", "events", "--field-selector",
+				"involvedObject.name="+p.name+",type=Warning", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+			msg = strings.TrimSpace(out)
+			// the sandbox's or the container's creation failed
+			return err == nil && regexp.MustCompile(`(?m)^(Failed|FailedCreatePodSandBox): `).MatchString(msg), err
+		})
+		b.kubectl(ctx, "-n", p.ns, "describe", "pod", p.name)
+		if err != nil {
+			b.fail(c, "no Warning event of %s/%s says it failed: %v (events: %s)", p.ns, p.name, err, msg)
+		}
+		b.fact(c, p.name+".events", strings.ReplaceAll(msg, "\n", " | "))
+		phase, _ := b.cp.Kubectl(ctx, "-n", p.ns, "get", "pod", p.name, "-o", "jsonpath={.status.phase}")
+		b.fact(c, p.name+".phase", strings.TrimSpace(phase))
+	}
+	for _, p := range pods {
+		if _, err := b.kubectl(ctx, "-n", p.ns, "delete", "pod", p.name, "--wait=true", "--timeout=3m"); err != nil {
+			b.fail(c, "delete %s: %v", p.name, err)
+		}
+	}
+	// the kubelet stops a sandbox it gave up on asynchronously
+	var after string
+	until(time.Minute, func() (bool, error) {
+		after, err = b.nodeState(NodeA)
+		return err == nil && after == before, err
+	})
+	b.fact(c, "after", after)
+}
+
+// zygotes: the tenant keyring reaches both nodes through the example
+// DaemonSet; trainer-0 (examples/k8s/zygote-pod.yaml) on node a and its
+// peer trainer-1 on node b pre-connect, and a function forked in trainer-0
+// passes 1,000 checksummed messages to one in trainer-1.
+func (b *k8sBed) zygotes(ctx context.Context) {
+	c := K8sZygotes
+	keys := filepath.Join(b.dir, "team-a.keys")
+	if out, err := exec.CommandContext(ctx, filepath.Join(b.bin, "swiftctl"), "keys", "gen", "--id", "2026-12", keys).CombinedOutput(); err != nil {
+		b.fail(c, "swiftctl keys gen: %v: %s", err, out)
+		return
+	}
+	y, err := b.example("k8s/tenant-keys.yaml")
+	if err == nil {
+		err = b.apply(ctx, y)
+	}
+	if err != nil {
+		b.fail(c, "apply examples/k8s/tenant-keys.yaml: %v", err)
+		return
+	}
+	secret, err := b.kubectl(ctx, "-n", "swift-system", "create", "secret", "generic", "swift-tenant-keys",
+		"--from-file="+keys, "--dry-run=client", "-o", "yaml")
+	if err == nil {
+		err = b.apply(ctx, secret)
+	}
+	if err != nil {
+		b.fail(c, "the keys Secret: %v", err)
+		return
+	}
+	for _, n := range []string{NodeA, NodeB} {
+		err := until(4*time.Minute, func() (bool, error) {
+			out, err := b.onNode(n, "stat -c '%a %u' /etc/swift/keys/team-a.keys", 30*time.Second)
+			return err == nil, fmt.Errorf("%v %s", err, out)
+		})
+		if err != nil {
+			ds, _ := b.kubectl(ctx, "-n", "swift-system", "get", "pods", "-o", "wide")
+			b.fail(c, "the keyring on node %s: %v\n%s", n, err, ds)
+			return
+		}
+		out, _ := b.onNode(n, "stat -c '%a %u' /etc/swift/keys/team-a.keys; cmp /etc/swift/keys/team-a.keys "+keys+" && echo same", 30*time.Second)
+		b.fact(c, n+".keys", strings.Join(strings.Fields(out), " "))
+	}
+	t0, err := b.example("k8s/zygote-pod.yaml")
+	if err != nil {
+		b.fail(c, "%v", err)
+		return
+	}
+	// trainer-1, as the example's comment has it: trainer-0's mirror on b
+	t1 := strings.NewReplacer("trainer-0", "trainer-1", "trainer-1-worker=10.0.3.2", "trainer-0-worker="+NodeAIP).Replace(t0)
+	for _, p := range []struct{ y, node string }{{t0, NodeA}, {t1, NodeB}} {
+		if err := b.apply(ctx, pinned(p.y, p.node)); err != nil {
+			b.fail(c, "apply trainer on %s: %v", p.node, err)
+			return
+		}
+	}
+	for _, p := range []string{"trainer-0", "trainer-1"} {
+		if err := b.waitPhase(ctx, "team-a", p, "Running", 4*time.Minute); err != nil {
+			ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name="+p)
+			b.fail(c, "%s Running: %v\n%s", p, err, ev)
+			return
+		}
+	}
+	var st string
+	err = until(3*time.Minute, func() (bool, error) {
+		st, err = b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--status")
+		return err == nil && regexp.MustCompile(`(?m)^peer trainer-1-worker\.team-a .* connected `).MatchString(st), err
+	})
+	b.fact(c, "status", firstLines(st, `^(zygote|peer) `))
+	if err != nil {
+		b.fail(c, "trainer-0's zygote never connected to trainer-1's: %v", err)
+		return
+	}
+	echo := make(chan string, 1)
+	go func() {
+		out, _ := b.exec(ctx, "team-a", "trainer-1", "worker", "/.swift/bin/swift-run", "--peer", "trainer-0-worker", "--all", "--", "echo", "20000")
+		echo <- out
+	}()
+	time.Sleep(3 * time.Second)
+	out, err := b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--peer", "trainer-1-worker", "--time", "--",
+		"pingpong", "1000", "256")
+	if err != nil {
+		b.fail(c, "pingpong: %v", err)
+	}
+	b.fact(c, "pingpong_verified", sub(out, `(?m)^pingpong: sent [0-9]*, verified ([0-9]*),`))
+	b.fact(c, "rtt_us", sub(out, `rtt median ([0-9.]*) us`))
+	select {
+	case e := <-echo:
+		b.fact(c, "echo", sub(e, `(?m)^(echo: [0-9]* messages)`))
+	case <-time.After(2 * time.Minute):
+		b.fail(c, "trainer-1's echo function did not end")
+	}
+	// the price of invoking a function through exec, end to end
+	// (k8s.exec_swift_run_ms)
+	var ms []float64
+	for i := 0; i < b.runs; i++ {
+		t0 := time.Now()
+		if _, err := b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--", "noop"); err != nil {
+			b.fail(c, "swift-run -- noop: %v", err)
+			return
+		}
+		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
+	}
+	b.fact(c, "exec_swift_run_ms", fmt.Sprintf("%.0f", median(ms)))
+	b.fact(c, "exec_swift_run_n", strconv.Itoa(len(ms)))
+}
+
+// lifecycle: a kubelet restart keeps running pods' zygotes, pools and
+// leases; deleting the pods releases the leases and leaves no shim,
+// zygote or mount.
+func (b *k8sBed) lifecycle(ctx context.Context) {
+	c := K8sLifecycle
+	// the container (its ID) and its zygote's pool
+	zyg := func() string {
+		id, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "trainer-0", "-o",
+			`jsonpath={.status.containerStatuses[?(@.name=="worker")].containerID}`)
+		st, _ := b.cp.Kubectl(ctx, "-n", "team-a", "exec", "trainer-0", "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
+		return strings.TrimSpace(id) + " | " + firstLines(st, `^(zygote|peer) `)
+	}
+	before := zyg()
+	stBefore, _ := b.nodeState(NodeA)
+	if _, err := b.onNode(NodeA, "kubelet_stop; kubelet_start", 2*time.Minute); err != nil {
+		b.fail(c, "restart node a's kubelet: %v", err)
+		return
+	}
+	// Ready again: its heartbeat after the restart
+	t0 := time.Now().UTC().Truncate(time.Second)
+	err := until(4*time.Minute, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "get", "node", NodeA, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].lastHeartbeatTime} {.status.conditions[?(@.type=="Ready")].status}`)
+		f := strings.Fields(out)
+		if err != nil || len(f) != 2 {
+			return false, err
+		}
+		hb, perr := time.Parse(time.RFC3339, f[0])
+		return perr == nil && !hb.Before(t0) && f[1] == "True", fmt.Errorf("%s", out)
+	})
+	if err != nil {
+		b.fail(c, "node a Ready after the kubelet restart: %v", err)
+	}
+	after := zyg()
+	stAfter, _ := b.nodeState(NodeA)
+	b.fact(c, "zygote_kept", strconv.FormatBool(strings.Contains(before, "connected") && before == after))
+	b.fact(c, "zygote_before", before)
+	b.fact(c, "zygote_after", after)
+	b.fact(c, "node_kept", strconv.FormatBool(stBefore != "" && stBefore == stAfter))
+	b.fact(c, "node_before_restart", stBefore)
+	for _, p := range []string{"trainer-0", "trainer-1", "rdma-worker"} {
+		if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", p, "--wait=true", "--timeout=3m"); err != nil {
+			b.fail(c, "delete %s: %v", p, err)
+		}
+	}
+	for _, n := range []string{NodeA, NodeB} {
+		var st string
+		until(time.Minute, func() (bool, error) {
+			var err error
+			st, err = b.nodeState(n)
+			return err == nil && strings.HasPrefix(st, "leases 0; shims 0; zygotes 0;"), err
+		})
+		b.fact(c, n+".after_delete", st)
+	}
+}
+
+// podStart: a pod created until it is Running, RuntimeClass swift against
+// runc, alternating, on node a (k8s.pod_start_ms).
+func (b *k8sBed) podStart(ctx context.Context) {
+	c := K8sPodStart
+	var ms = map[string][]float64{}
+	for i := 0; i < b.runs; i++ {
+		for _, kind := range []string{"runc", "swift"} {
+			name := fmt.Sprintf("start-%s-%d", kind, i)
+			rc, ann := "", ""
+			if kind == "swift" {
+				rc = "  runtimeClassName: swift\n"
+				ann = "  annotations: {swift.io/rdma: \"true\"}\n"
+			}
+			y := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: team-a\n%sspec:\n%s"+
+				"  nodeSelector: {kubernetes.io/hostname: a}\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n"+
+				"  containers:\n    - name: worker\n      image: %s\n      command: [\"/bin/worker\"]\n", name, ann, rc, k8sWorkerRef)
+			t0 := time.Now()
+			if err := b.apply(ctx, y); err != nil {
+				b.fail(c, "apply %s: %v", name, err)
+				return
+			}
+			if err := b.waitPhase(ctx, "team-a", name, "Running", 3*time.Minute); err != nil {
+				b.fail(c, "%s Running: %v", name, err)
+				return
+			}
+			ms[kind] = append(ms[kind], float64(time.Since(t0).Microseconds())/1000)
+			b.kubectl(ctx, "-n", "team-a", "delete", "pod", name, "--wait=true", "--timeout=2m")
+		}
+	}
+	for k, v := range ms {
+		b.fact(c, "pod_start_ms."+k, fmt.Sprintf("%.0f", median(v)))
+		b.fact(c, "pod_start_ms."+k+"_n", strconv.Itoa(len(v)))
+	}
+	if len(ms["runc"]) > 0 && len(ms["swift"]) > 0 {
+		b.fact(c, "pod_start_ratio", fmt.Sprintf("%.2f", median(ms["swift"])/median(ms["runc"])))
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func sub(s, re string) string {
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
+}
+
+func firstLines(s, re string) string {
+	r := regexp.MustCompile(re)
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if r.MatchString(l) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, " | ")
+}
+
+// checkK8s asserts the k8s- checks' facts.
+func checkK8s(t *testing.T, b *k8sBed) {
+	for _, c := range K8sChecks {
+		t.Run(c, func(t *testing.T) {
+			b.mu.Lock()
+			f, errs := b.facts[c], b.errs[c]
+			b.mu.Unlock()
+			for _, e := range errs {
+				t.Error(e)
+			}
+			want := func(k, v string) {
+				t.Helper()
+				if f[k] != v {
+					t.Errorf("%s: %s = %q, want %q", c, k, f[k], v)
+				}
+			}
+			match := func(k, re string) {
+				t.Helper()
+				if !regexp.MustCompile(re).MatchString(f[k]) {
+					t.Errorf("%s: %s = %q, want it to match %s", c, k, f[k], re)
+				}
+			}
+			switch c {
+			case K8sNodes:
+				for _, n := range []string{NodeA, NodeB} {
+					want(n+".version", K8sVersion)
+					want(n+".ready", "True")
+				}
+			case K8sRuntime:
+				want("swift.runtimeclass_node", "swift a")
+				want("swift.uverbs", "1")
+				want("swift.memlock", "1048576") // team-a's 1Gi, in KiB
+				want("swift.rdma_max", "rxe0 hca_handle=4 hca_object=512")
+				want("swift.swift_dir", "present")
+				match("swift.node_a", `^leases 1; shims 1; zygotes 0;`)
+				want("plain.uverbs", "0")
+				want("plain.rdma_max", "")
+				want("plain.swift_dir", "absent")
+			case K8sRefusal:
+				match("no-tenant.events", `"default" is not mapped to any tenant in /run/swiftvm/policy\.toml`)
+				match("bad-pool.events", `swift\.io/pool="100000": want a whole number of QPs per peer from 1 to 256`)
+				want("no-tenant.phase", "Pending")
+				want("bad-pool.phase", "Pending")
+				if f["after"] == "" || f["after"] != f["before"] {
+					t.Errorf("the refused pods left something on node a: before %q, after %q", f["before"], f["after"])
+				}
+			case K8sZygotes:
+				want("a.keys", "400 0 same")
+				want("b.keys", "400 0 same")
+				match("status", `peer trainer-1-worker\.team-a \S+ connected`)
+				want("pingpong_verified", "1000")
+				match("echo", `^echo: [0-9]+ messages`)
+				want("exec_swift_run_n", strconv.Itoa(b.runs))
+				match("exec_swift_run_ms", `^[1-9][0-9]*$`)
+			case K8sLifecycle:
+				want("zygote_kept", "true")
+				want("node_kept", "true")
+				for _, n := range []string{NodeA, NodeB} {
+					match(n+".after_delete", `^leases 0; shims 0; zygotes 0;`)
+				}
+			case K8sPodStart:
+				for _, k := range []string{"runc", "swift"} {
+					want("pod_start_ms."+k+"_n", strconv.Itoa(b.runs))
+					match("pod_start_ms."+k, `^[1-9][0-9]*$`)
+				}
+				match("pod_start_ratio", `^[0-9]+\.[0-9]+$`)
+			}
+		})
+	}
+	if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+		num := func(c, k string) float64 {
+			v, _ := strconv.ParseFloat(b.facts[c][k], 64)
+			return v
+		}
+		res := map[string]any{
+			"k8s.runs":               b.runs,
+			"k8s.pod_start_ms.runc":  num(K8sPodStart, "pod_start_ms.runc"),
+			"k8s.pod_start_ms.swift": num(K8sPodStart, "pod_start_ms.swift"),
+			"k8s.pod_start_ratio":    num(K8sPodStart, "pod_start_ratio"),
+			"k8s.exec_swift_run_ms":  num(K8sZygotes, "exec_swift_run_ms"),
+			"k8s.ready_s.a":          num(K8sNodes, "a.ready_s"),
+			"k8s.ready_s.b":          num(K8sNodes, "b.ready_s"),
+		}
+		t.Logf("k8s: %v", res)
+		if err := mergeJSON(out, res); err != nil {
+			t.Errorf("write %s: %v", out, err)
+		}
+	}
+}
+
+// startK8s starts the bed's control plane for a pair booted in dir (its
+// node files in dir/shared/k8s) and the checks, which wait for the nodes'
+// kubelets. stop ends the checks (when the guests are gone) and the
+// control plane, and returns the bed for checkK8s.
+func startK8s(t *testing.T, ctx context.Context, cfg Config, dir string) (fwd map[string]int, stop func() *k8sBed) {
+	t.Helper()
+	shared := filepath.Join(dir, "shared", "k8s")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := os.ReadFile(filepath.Join(cfg.Repo, "examples", "policy.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the example policy, with the bed's device for the operator's
+	if err := os.WriteFile(filepath.Join(shared, "policy.toml"), []byte(strings.ReplaceAll(string(pol), "mlx5_0", "rxe0")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := StartControlPlane(ctx, cfg.K8sDir, filepath.Join(dir, "k8s-control-plane"),
+		map[string]string{NodeA: NodeAIP, NodeB: NodeBIP}, func(n string) string { return filepath.Join(shared, n) })
+	if err != nil {
+		if cp != nil {
+			cp.Stop()
+		}
+		t.Fatalf("the Kubernetes control plane: %v", err)
+	}
+	t.Logf("Kubernetes control plane up at %s (guests: %s); logs in %s", cp.Server, cp.GuestURL, cp.Dir)
+	logw, err := os.Create(filepath.Join(dir, "k8s-checks.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &k8sBed{cp: cp, dir: shared, repo: cfg.Repo, bin: cfg.BinDir, runs: max(1, cfg.BenchRuns),
+		facts: map[string]map[string]string{}, errs: map[string][]string{}, logw: logw, reqSeq: map[string]int{}}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		verdict := "finished"
+		// the kubelets start when the pair reaches x-k8s
+		for _, n := range []string{NodeA, NodeB} {
+			for {
+				if _, err := os.Stat(filepath.Join(shared, n+".started")); err == nil {
+					break
+				}
+				select {
+				case <-cctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		b.run(cctx)
+		if cctx.Err() != nil {
+			verdict = "gave up: the guests stopped"
+		}
+		_ = os.WriteFile(filepath.Join(shared, "done"), []byte(verdict), 0o644)
+	}()
+	return cp.KubeletFwd, func() *k8sBed {
+		cancel()
+		<-done
+		cp.Stop()
+		logw.Close()
+		return b
+	}
+}
+
+// TestK8sControlPlane starts the bed's control plane alone, on the host:
+// the API server is ready, reports the pinned version, and the controller
+// manager's service-account controller and the scheduler's lease show that
+// both run against it.
+func TestK8sControlPlane(t *testing.T) {
+	dir := os.Getenv(EnvK8sBin)
+	if m := MissingK8s(dir); len(m) > 0 {
+		t.Fatalf("the Kubernetes bed needs:\n  %s", strings.Join(m, "\n  "))
+	}
+	ctx := context.Background()
+	work := t.TempDir()
+	cp, err := StartControlPlane(ctx, dir, filepath.Join(work, "cp"), map[string]string{NodeA: NodeAIP},
+		func(n string) string { return filepath.Join(work, "nodes", n) })
+	if cp != nil {
+		defer cp.Stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cp.Kubectl(ctx, "version", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"gitVersion": "` + K8sVersion + `"`} {
+		if strings.Count(out, want) != 2 { // kubectl's and the server's
+			t.Errorf("kubectl version: want %s for client and server:\n%s", want, out)
+		}
+	}
+	// the controller manager makes every namespace's default service account
+	if err := until(time.Minute, func() (bool, error) {
+		_, err := cp.Kubectl(ctx, "-n", "default", "get", "serviceaccount", "default")
+		return err == nil, err
+	}); err != nil {
+		t.Errorf("no default service account (kube-controller-manager): %v\n%s", err,
+			tailFile(filepath.Join(cp.Dir, "kube-controller-manager.log"), 20))
+	}
+	// a node's kubeconfig names the API server as the guests reach it
+	kc, err := os.ReadFile(filepath.Join(work, "nodes", NodeA, "kubeconfig"))
+	if err != nil || !strings.Contains(string(kc), "server: "+cp.GuestURL+"\n") {
+		t.Errorf("node a's kubeconfig: %v\n%s", err, kc)
+	}
+	// the API server's way to a kubelet: the egress proxy refuses what is
+	// not a node's kubelet port
+	for _, target := range []string{NodeAIP + ":22", "10.9.9.9:10250"} {
+		c, err := net.Dial("unix", filepath.Join(cp.Dir, "egress.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.HasPrefix(line, "HTTP/1.1 403 ") {
+			t.Errorf("egress CONNECT %s: %q, want 403", target, line)
+		}
+	}
+}
