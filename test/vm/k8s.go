@@ -361,6 +361,9 @@ egressSelections:
 		"--service-account-key-file", f("sa.pub"), "--service-account-signing-key-file", f("sa.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--authorization-mode", "Node,RBAC", "--allow-privileged=true",
+		// a kubelet by its node's address (the egress proxy's map), not
+		// by its host name, which only the node itself resolves
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--egress-selector-config-file", f("egress.yaml")); err != nil {
 		return cp, err
 	}
@@ -372,7 +375,7 @@ egressSelections:
 		"--authorization-kubeconfig", f("controller-manager.kubeconfig"),
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
 		"--service-account-private-key-file", f("sa.key"), "--root-ca-file", f("ca.crt"),
-		"--use-service-account-credentials=false"); err != nil {
+		"--use-service-account-credentials=true"); err != nil {
 		return cp, err
 	}
 	if err := cp.start(ctx, "kube-scheduler", "--kubeconfig", f("scheduler.kubeconfig"),
