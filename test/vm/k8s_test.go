@@ -160,7 +160,6 @@ func (b *k8sBed) exec(ctx context.Context, ns, pod, ctr string, cmd ...string) (
 const nodeState = `echo "leases $(SWIFT_CONFIG=$W/swift.toml swiftctl pools ls --leases 2>/dev/null | grep -c '^k8s.io/')"
 echo "shims $(ps -eo args | grep -c '[c]ontainerd-shim-swift-v2')"
 echo "zygotes $(ps -eo args | grep -c '[s]wift-init')"
-echo "swift_mounts $(grep -c '/\.swift' /proc/mounts)"
 echo "mounts $(wc -l </proc/mounts)"`
 
 func (b *k8sBed) nodeState(node string) (string, error) {
@@ -525,21 +524,76 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 	b.fact(c, "zygote_kept", strconv.FormatBool(strings.Contains(before, "connected") && before == after))
 	b.fact(c, "zygote_before", before)
 	b.fact(c, "zygote_after", after)
-	b.fact(c, "node_kept", strconv.FormatBool(stBefore != "" && stBefore == stAfter))
+	// Swift's part (the kubelet mounts one more thing when it starts)
+	swift := func(st string) string { return strings.Split(st, "; mounts")[0] }
+	b.fact(c, "node_kept", strconv.FormatBool(stBefore != "" && swift(stBefore) == swift(stAfter)))
 	b.fact(c, "node_before_restart", stBefore)
+	b.containerRestart(ctx)
+	// what names the pods on their nodes: their UIDs (the kubelet's
+	// volumes) and their containers' IDs (rootfs mounts, shims)
+	var ids []string
+	for _, p := range []string{"trainer-0", "trainer-1", "rdma-worker"} {
+		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", p, "-o",
+			`jsonpath={.metadata.uid} {range .status.containerStatuses[*]}{.containerID} {end}`)
+		for _, id := range strings.Fields(out) {
+			ids = append(ids, strings.TrimPrefix(id, "containerd://"))
+		}
+	}
 	for _, p := range []string{"trainer-0", "trainer-1", "rdma-worker"} {
 		if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", p, "--wait=true", "--timeout=3m"); err != nil {
 			b.fail(c, "delete %s: %v", p, err)
 		}
 	}
+	if len(ids) < 6 {
+		b.fail(c, "the pods' UIDs and container IDs: %q", ids)
+		return
+	}
+	left := "echo \"mounts $(grep -c -F -e " + strings.Join(ids, " -e ") + " /proc/mounts)\"; " +
+		"echo \"processes $(ps -eo args | grep -F -e " + strings.Join(ids, " -e ") + " | grep -vc -e grep)\"; " +
+		"echo \"pod_dirs $(ls /var/lib/kubelet/pods | grep -c -F -e " + strings.Join(ids, " -e ") + ")\""
 	for _, n := range []string{NodeA, NodeB} {
-		var st string
+		var st, rest string
 		until(time.Minute, func() (bool, error) {
 			var err error
 			st, err = b.nodeState(n)
-			return err == nil && strings.HasPrefix(st, "leases 0; shims 0; zygotes 0; swift_mounts 0;"), err
+			if err != nil {
+				return false, err
+			}
+			out, err := b.onNode(n, left, time.Minute)
+			rest = strings.Join(strings.Split(strings.TrimSpace(out), "\n"), "; ")
+			return err == nil && strings.HasPrefix(st, "leases 0; shims 0; zygotes 0;") &&
+				rest == "mounts 0; processes 0; pod_dirs 0", err
 		})
-		b.fact(c, n+".after_delete", st)
+		b.fact(c, n+".after_delete", swift(st)+"; "+rest)
+	}
+}
+
+// containerRestart: trainer-1's zygote container ends (SIGTERM to its
+// PID 1, the zygote); the kubelet restarts it by the pod's restart policy,
+// and the new zygote reconnects to trainer-0's.
+func (b *k8sBed) containerRestart(ctx context.Context) {
+	c := K8sLifecycle
+	if _, err := b.exec(ctx, "team-a", "trainer-1", "worker", "/bin/kill", "-TERM", "1"); err != nil {
+		b.logf("kill -TERM 1 in trainer-1: %v (the exec may end with its container)", err)
+	}
+	restarts := func() string {
+		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "trainer-1", "-o",
+			`jsonpath={.status.containerStatuses[?(@.name=="worker")].restartCount} {.status.containerStatuses[?(@.name=="worker")].ready}`)
+		return strings.TrimSpace(out)
+	}
+	err := until(3*time.Minute, func() (bool, error) { return restarts() == "1 true", nil })
+	b.fact(c, "restarted", restarts())
+	if err != nil {
+		b.fail(c, "trainer-1's worker was not restarted: %v", err)
+		return
+	}
+	for _, p := range []struct{ pod, peer string }{{"trainer-1", "trainer-0"}, {"trainer-0", "trainer-1"}} {
+		var st string
+		until(3*time.Minute, func() (bool, error) {
+			st, _ = b.cp.Kubectl(ctx, "-n", "team-a", "exec", p.pod, "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
+			return regexp.MustCompile(`(?m)^peer ` + p.peer + `-worker\.team-a \S+ connected `).MatchString(st), nil
+		})
+		b.fact(c, p.pod+".after_restart", firstLines(st, `^peer `))
 	}
 }
 
@@ -646,7 +700,7 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("swift.memlock", "1048576") // team-a's 1Gi, in KiB
 				want("swift.rdma_max", "rxe0 hca_handle=4 hca_object=512")
 				want("swift.devices_env", "rxe0")
-				match("swift.node_a", `^leases 1; shims 1; zygotes 0; swift_mounts 0; `)
+				match("swift.node_a", `^leases 1; shims 1; zygotes 0; mounts [0-9]+$`)
 				want("plain.uverbs", "0")
 				want("plain.memlock", "8192") // the node's default
 				want("plain.rdma_max", "rxe0 hca_handle=max hca_object=max")
@@ -670,8 +724,11 @@ func checkK8s(t *testing.T, b *k8sBed) {
 			case K8sLifecycle:
 				want("zygote_kept", "true")
 				want("node_kept", "true")
+				want("restarted", "1 true")
+				match("trainer-1.after_restart", `^peer trainer-0-worker\.team-a \S+ connected `)
+				match("trainer-0.after_restart", `^peer trainer-1-worker\.team-a \S+ connected `)
 				for _, n := range []string{NodeA, NodeB} {
-					match(n+".after_delete", `^leases 0; shims 0; zygotes 0; swift_mounts 0; `)
+					want(n+".after_delete", "leases 0; shims 0; zygotes 0; mounts 0; processes 0; pod_dirs 0")
 				}
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {
