@@ -130,13 +130,14 @@ shimbench-smoke: deps build
 
 # Benchmarks, side by side in one run: the shim against runc's (host), and
 # fork start in the rxe VM, the data plane and fork start across a pair of
-# guests; all figures go to out/bench.json.
+# guests, and pod start and exec under Kubernetes (x-k8s); all figures go
+# to out/bench.json.
 bench: deps build
 	@mkdir -p $(OUT) && rm -f $(OUT)/bench.json
 	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
-	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench,x-podnet SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench,x-podnet,x-k8s SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
 		SWIFT_VM_BENCH_RUNS=$(VM_BENCH_RUNS) SWIFT_VM_SCENARIO_TIMEOUT=15m SWIFT_VM_TIMEOUT=50m \
-		$(GO) test -count=1 -tags e2e -v -timeout 60m -run TestVM ./test/vm
+		$(GO) test -count=1 -tags e2e -v -timeout 90m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json
 	$(GO) run ./test/benchkeys $(BENCH_DOCS) $(OUT)/bench.json
 

@@ -30,8 +30,11 @@ const (
 	K8sLifecycle  = "k8s-lifecycle"
 	K8sPodStart   = "k8s-pod-start"
 	k8sWorkerRef  = "registry.example/rdma-worker:1.0"
-	k8sShipperRef = "registry.example/log-shipper:1.0"
 )
+
+// maxK8sRuns bounds the pod starts of each kind and the execs measured
+// (a pod start takes seconds under emulation).
+const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
 var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sZygotes, K8sLifecycle, K8sPodStart}
@@ -438,6 +441,11 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 			return
 		}
 	}
+	// the sidecar: the pod's devices, its own command, no zygote
+	sc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "trainer-0", "-o",
+		`jsonpath={.status.containerStatuses[?(@.name=="log-shipper")].restartCount} {.status.containerStatuses[?(@.name=="log-shipper")].ready}`)
+	b.fact(c, "sidecar.state", strings.TrimSpace(sc))
+	b.inside(ctx, c, "sidecar", "team-a", "trainer-0", "log-shipper")
 	var st string
 	err = until(3*time.Minute, func() (bool, error) {
 		st, err = b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--status")
@@ -714,6 +722,9 @@ func checkK8s(t *testing.T, b *k8sBed) {
 					t.Errorf("the refused pods left something on node a: before %q, after %q", f["before"], f["after"])
 				}
 			case K8sZygotes:
+				want("sidecar.state", "0 true")
+				want("sidecar.uverbs", "1")
+				want("sidecar.devices_env", "rxe0")
 				want("a.keys", "400 0 same")
 				want("b.keys", "400 0 same")
 				match("status", `peer trainer-1-worker\.team-a \S+ connected`)
@@ -791,7 +802,7 @@ func startK8s(t *testing.T, ctx context.Context, cfg Config, dir string) (fwd ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &k8sBed{cp: cp, dir: shared, repo: cfg.Repo, bin: cfg.BinDir, runs: max(1, cfg.BenchRuns),
+	b := &k8sBed{cp: cp, dir: shared, repo: cfg.Repo, bin: cfg.BinDir, runs: min(max(1, cfg.BenchRuns), maxK8sRuns),
 		facts: map[string]map[string]string{}, errs: map[string][]string{}, logw: logw, reqSeq: map[string]int{}}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -693,10 +693,12 @@ func NeedsCRI(name string) bool {
 const EnvCNIBin = "SWIFT_CNI_BIN"
 
 // CRI images the guest imports: the pinned sandbox image and one made of
-// the container rootfs.
+// the container rootfs; for x-k8s also the rootfs as the examples' sidecar
+// image, whose command is the waiting worker.
 const (
-	PauseRef  = "swift.local/pause:1"
-	VMRootRef = "swift.local/vmroot:1"
+	PauseRef      = "swift.local/pause:1"
+	VMRootRef     = "swift.local/vmroot:1"
+	K8sShipperRef = "registry.example/log-shipper:1.0"
 )
 
 // workerScript is the vmroot image's /bin/worker: the command of the
@@ -733,7 +735,13 @@ func prepareCRI(ctx context.Context, c Config, runDir string) (string, error) {
 	// /bin is a link to usr/bin in the rootfs
 	files["usr/bin/worker"] = harness.File{Mode: 0o755, Data: []byte(workerScript)}
 	root := harness.Image{Ref: VMRootRef, Files: files, Cmd: []string{"/bin/sh"}}
-	for name, img := range map[string]harness.Image{"pause.tar": pause, "vmroot.tar": root} {
+	images := map[string]harness.Image{"pause.tar": pause, "vmroot.tar": root}
+	if slices.Contains(c.Scenarios, ScenarioXK8s) {
+		// examples/k8s/zygote-pod.yaml's sidecar runs its image's own
+		// command, which must keep running as a log shipper's does
+		images["shipper.tar"] = harness.Image{Ref: K8sShipperRef, Files: files, Cmd: []string{"/bin/worker"}}
+	}
+	for name, img := range images {
 		if err := harness.WriteDockerArchive(filepath.Join(dir, name), img); err != nil {
 			return "", fmt.Errorf("CRI image %s: %w", img.Ref, err)
 		}

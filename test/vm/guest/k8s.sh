@@ -72,7 +72,8 @@ scenario_x_k8s() {
 	cp "$W/swift.toml" "$W/swift.default.toml"
 	# the examples' images, preloaded as an air-gapped node has them: the
 	# guest's image (busybox and the examples' /bin/worker) stands for each
-	for ref in docker.io/library/busybox:1.37 registry.example/rdma-worker:1.0 registry.example/log-shipper:1.0; do
+	# (registry.example/log-shipper:1.0 is imported: its command waits)
+	for ref in docker.io/library/busybox:1.37 registry.example/rdma-worker:1.0; do
 		ctr --address "$W/containerd.sock" -n k8s.io images tag swift.local/vmroot:1 "$ref" ||
 			fail "cannot tag the image $ref"
 	done

@@ -196,7 +196,9 @@ EOF
 	echo "uptime $(up): containerd ready"
 	"$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" version
 	if [ $needs_cri = yes ]; then
-		for img in pause vmroot; do
+		for img in pause vmroot shipper; do
+			[ -f "$R/images/$img.tar" ] || [ $img = shipper ] || { echo "no image $img.tar"; return 1; }
+			[ -f "$R/images/$img.tar" ] || continue
 			"$SWIFTVM_CONTAINERD_DIR/ctr" --address "$W/containerd.sock" -n k8s.io images import \
 				--snapshotter native --platform "$plat" "$R/images/$img.tar" || return 1
 		done
