@@ -23,13 +23,13 @@ import (
 // the bed's control plane while the pair's guests are its nodes (x-k8s).
 // Each check records facts; checkK8s asserts them after the boot.
 const (
-	K8sNodes      = "k8s-nodes"
-	K8sRuntime    = "k8s-runtimeclass"
-	K8sRefusal    = "k8s-refusal"
-	K8sZygotes    = "k8s-zygotes"
-	K8sLifecycle  = "k8s-lifecycle"
-	K8sPodStart   = "k8s-pod-start"
-	k8sWorkerRef  = "registry.example/rdma-worker:1.0"
+	K8sNodes     = "k8s-nodes"
+	K8sRuntime   = "k8s-runtimeclass"
+	K8sRefusal   = "k8s-refusal"
+	K8sZygotes   = "k8s-zygotes"
+	K8sLifecycle = "k8s-lifecycle"
+	K8sPodStart  = "k8s-pod-start"
+	k8sWorkerRef = "registry.example/rdma-worker:1.0"
 )
 
 // maxK8sRuns bounds the pod starts of each kind and the execs measured
@@ -142,13 +142,6 @@ func (b *k8sBed) waitPhase(ctx context.Context, ns, pod, phase string, within ti
 			return false, err
 		}
 		return strings.TrimSpace(out) == phase, fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
-	})
-}
-
-func (b *k8sBed) waitGone(ctx context.Context, ns, pod string, within time.Duration) error {
-	return until(within, func() (bool, error) {
-		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "--ignore-not-found", "-o", "name")
-		return err == nil && strings.TrimSpace(out) == "", fmt.Errorf("pod %s/%s still there: %v", ns, pod, err)
 	})
 }
 
