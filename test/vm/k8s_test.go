@@ -174,6 +174,11 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.zygotes(ctx)
 	b.lifecycle(ctx)
 	b.podStart(ctx)
+	// the scenarios after this one get the nodes without the bed's pods
+	if _, err := b.kubectl(ctx, "delete", "namespace", "swift-system", "team-a", "--ignore-not-found",
+		"--wait=true", "--timeout=4m"); err != nil {
+		b.fail(K8sLifecycle, "delete the bed's namespaces: %v", err)
+	}
 }
 
 func (b *k8sBed) nodesReady(ctx context.Context) bool {

@@ -69,7 +69,6 @@ scenario_x_k8s() {
 		echo "policy_path = \"$W/policy.toml\""
 		sed -e '/^policy_path = /d' -e 's#^keys_dir = .*#keys_dir = "/etc/swift/keys"#' "$W/swift.default.toml"
 	} >"$W/swift.toml"
-	cp "$W/swift.toml" "$W/swift.default.toml"
 	# the examples' images, preloaded as an air-gapped node has them: the
 	# guest's image (busybox and the examples' /bin/worker) stands for each
 	# (registry.example/log-shipper:1.0 is imported: its command waits)
