@@ -18,7 +18,7 @@ complete() {
   [[ $(cat "$dir/versions" 2>/dev/null) == "kubernetes $k8s_version etcd $etcd_version" ]]
 }
 complete && exit 0
-echo "deps-k8s: building Kubernetes $k8s_version and etcd $etcd_version into $dir (10-20 minutes on 2 cores)"
+echo "deps-k8s: building Kubernetes $k8s_version and etcd $etcd_version into $dir (about 11 minutes on 2 cores beside the other builds)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"

@@ -433,7 +433,8 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 
 // KubectlIn is Kubectl with stdin.
 func (cp *ControlPlane) KubectlIn(ctx context.Context, stdin string, args ...string) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	// beyond any --timeout the checks give kubectl (4m at most)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
 	if stdin != "" {

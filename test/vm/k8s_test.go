@@ -40,6 +40,7 @@ const maxK8sRuns = 10
 var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sZygotes, K8sLifecycle, K8sPodStart}
 
 type k8sBed struct {
+	ctx    context.Context // cancelled when the guests are gone
 	cp     *ControlPlane
 	dir    string // the pair's shared dir's k8s/
 	repo   string
@@ -102,7 +103,7 @@ func (b *k8sBed) onNode(node, script string, within time.Duration) (string, erro
 		return "", err
 	}
 	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && b.ctx.Err() == nil {
 		if rc, err := os.ReadFile(base + ".rc"); err == nil {
 			out, _ := os.ReadFile(base + ".out")
 			b.logf("node %s: %s\n%s(rc %s)", node, script, out, strings.TrimSpace(string(rc)))
@@ -117,10 +118,10 @@ func (b *k8sBed) onNode(node, script string, within time.Duration) (string, erro
 }
 
 // until polls f every 500 ms until it says done or within passes.
-func until(within time.Duration, f func() (bool, error)) error {
+func until(ctx context.Context, within time.Duration, f func() (bool, error)) error {
 	deadline := time.Now().Add(within)
 	var last error
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		ok, err := f()
 		if ok {
 			return nil
@@ -136,7 +137,7 @@ func until(within time.Duration, f func() (bool, error)) error {
 
 // waitPhase waits until pod (namespace/name) is in phase.
 func (b *k8sBed) waitPhase(ctx context.Context, ns, pod, phase string, within time.Duration) error {
-	return until(within, func() (bool, error) {
+	return until(ctx, within, func() (bool, error) {
 		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return false, err
@@ -175,6 +176,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.lifecycle(ctx)
 	b.podStart(ctx)
 	// the scenarios after this one get the nodes without the bed's pods
+	b.kubectl(ctx, "-n", "default", "delete", "pod", "no-tenant", "--ignore-not-found", "--wait=true", "--timeout=2m")
 	if _, err := b.kubectl(ctx, "delete", "namespace", "swift-system", "team-a", "--ignore-not-found",
 		"--wait=true", "--timeout=4m"); err != nil {
 		b.fail(K8sLifecycle, "delete the bed's namespaces: %v", err)
@@ -185,7 +187,7 @@ func (b *k8sBed) nodesReady(ctx context.Context) bool {
 	c := K8sNodes
 	start := time.Now()
 	ready := map[string]time.Duration{}
-	err := until(10*time.Minute, func() (bool, error) {
+	err := until(ctx, 10*time.Minute, func() (bool, error) {
 		out, err := b.cp.Kubectl(ctx, "get", "nodes", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 		if err != nil {
@@ -314,7 +316,14 @@ func (b *k8sBed) inside(ctx context.Context, c, key, ns, pod, ctr string) {
 // and leave nothing on the node.
 func (b *k8sBed) refusal(ctx context.Context) {
 	c := K8sRefusal
-	before, err := b.nodeState(NodeA)
+	// settled: the plain pod's sandbox may still be going
+	var before, prev string
+	err := until(ctx, time.Minute, func() (bool, error) {
+		var err error
+		prev, before = before, ""
+		before, err = b.nodeState(NodeA)
+		return err == nil && before == prev, err
+	})
 	if err != nil {
 		b.fail(c, "node a: %v", err)
 		return
@@ -349,7 +358,7 @@ spec:
 	}
 	for _, p := range pods {
 		var msg string
-		err := until(3*time.Minute, func() (bool, error) {
+		err := until(ctx, 3*time.Minute, func() (bool, error) {
 			out, err := b.cp.Kubectl(ctx, "-n", p.ns, "get", "events", "--field-selector",
 				"involvedObject.name="+p.name+",type=Warning", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
 			msg = strings.TrimSpace(out)
@@ -371,7 +380,7 @@ spec:
 	}
 	// the kubelet stops a sandbox it gave up on asynchronously
 	var after string
-	until(time.Minute, func() (bool, error) {
+	until(ctx, time.Minute, func() (bool, error) {
 		after, err = b.nodeState(NodeA)
 		return err == nil && after == before, err
 	})
@@ -407,7 +416,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		return
 	}
 	for _, n := range []string{NodeA, NodeB} {
-		err := until(4*time.Minute, func() (bool, error) {
+		err := until(ctx, 4*time.Minute, func() (bool, error) {
 			out, err := b.onNode(n, "stat -c '%a %u' /etc/swift/keys/team-a.keys", 30*time.Second)
 			return err == nil, fmt.Errorf("%v %s", err, out)
 		})
@@ -445,7 +454,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 	b.fact(c, "sidecar.state", strings.TrimSpace(sc))
 	b.inside(ctx, c, "sidecar", "team-a", "trainer-0", "log-shipper")
 	var st string
-	err = until(3*time.Minute, func() (bool, error) {
+	err = until(ctx, 3*time.Minute, func() (bool, error) {
 		st, err = b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--status")
 		return err == nil && regexp.MustCompile(`(?m)^peer trainer-1-worker\.team-a .* connected `).MatchString(st), err
 	})
@@ -459,7 +468,11 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		out, _ := b.exec(ctx, "team-a", "trainer-1", "worker", "/.swift/bin/swift-run", "--peer", "trainer-0-worker", "--all", "--", "echo", "20000")
 		echo <- out
 	}()
-	time.Sleep(3 * time.Second)
+	// the echo function holds trainer-1's QPs to trainer-0
+	until(ctx, time.Minute, func() (bool, error) {
+		st, err := b.cp.Kubectl(ctx, "-n", "team-a", "exec", "trainer-1", "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
+		return regexp.MustCompile(`(?m)^peer trainer-0-worker\.team-a .* assigned [1-9]`).MatchString(st), err
+	})
 	out, err := b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--peer", "trainer-1-worker", "--time", "--",
 		"pingpong", "1000", "256")
 	if err != nil {
@@ -508,7 +521,7 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 	}
 	// Ready again: its heartbeat after the restart
 	t0 := time.Now().UTC().Truncate(time.Second)
-	err := until(4*time.Minute, func() (bool, error) {
+	err := until(ctx, 4*time.Minute, func() (bool, error) {
 		out, err := b.cp.Kubectl(ctx, "get", "node", NodeA, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].lastHeartbeatTime} {.status.conditions[?(@.type=="Ready")].status}`)
 		f := strings.Fields(out)
 		if err != nil || len(f) != 2 {
@@ -522,7 +535,7 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 	}
 	// exec reaches the restarted kubelet a moment after its heartbeat
 	var after string
-	until(time.Minute, func() (bool, error) {
+	until(ctx, time.Minute, func() (bool, error) {
 		after = zyg()
 		return strings.Contains(after, "connected"), nil
 	})
@@ -540,7 +553,7 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 	var ids []string
 	for _, p := range []string{"trainer-0", "trainer-1", "rdma-worker"} {
 		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", p, "-o",
-			`jsonpath={.metadata.uid} {range .status.containerStatuses[*]}{.containerID} {end}`)
+			`jsonpath={.metadata.uid} {range .status.containerStatuses[*]}{.containerID} {.lastState.terminated.containerID} {end}`)
 		for _, id := range strings.Fields(out) {
 			ids = append(ids, strings.TrimPrefix(id, "containerd://"))
 		}
@@ -550,7 +563,8 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 			b.fail(c, "delete %s: %v", p, err)
 		}
 	}
-	if len(ids) < 6 {
+	// three pods' UIDs, five containers, and trainer-1's first worker
+	if len(ids) != 9 {
 		b.fail(c, "the pods' UIDs and container IDs: %q", ids)
 		return
 	}
@@ -559,7 +573,7 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 		"echo \"pod_dirs $(ls /var/lib/kubelet/pods | grep -c -F -e " + strings.Join(ids, " -e ") + ")\""
 	for _, n := range []string{NodeA, NodeB} {
 		var st, rest string
-		until(time.Minute, func() (bool, error) {
+		until(ctx, time.Minute, func() (bool, error) {
 			var err error
 			st, err = b.nodeState(n)
 			if err != nil {
@@ -587,7 +601,7 @@ func (b *k8sBed) containerRestart(ctx context.Context) {
 			`jsonpath={.status.containerStatuses[?(@.name=="worker")].restartCount} {.status.containerStatuses[?(@.name=="worker")].ready}`)
 		return strings.TrimSpace(out)
 	}
-	err := until(3*time.Minute, func() (bool, error) { return restarts() == "1 true", nil })
+	err := until(ctx, 3*time.Minute, func() (bool, error) { return restarts() == "1 true", nil })
 	b.fact(c, "restarted", restarts())
 	if err != nil {
 		b.fail(c, "trainer-1's worker was not restarted: %v", err)
@@ -595,7 +609,7 @@ func (b *k8sBed) containerRestart(ctx context.Context) {
 	}
 	for _, p := range []struct{ pod, peer string }{{"trainer-1", "trainer-0"}, {"trainer-0", "trainer-1"}} {
 		var st string
-		until(3*time.Minute, func() (bool, error) {
+		until(ctx, 3*time.Minute, func() (bool, error) {
 			st, _ = b.cp.Kubectl(ctx, "-n", "team-a", "exec", p.pod, "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
 			return regexp.MustCompile(`(?m)^peer ` + p.peer + `-worker\.team-a \S+ connected `).MatchString(st), nil
 		})
@@ -727,7 +741,7 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("b.keys", "400 0 same")
 				match("status", `peer trainer-1-worker\.team-a \S+ connected`)
 				want("pingpong_verified", "1000")
-				match("echo", `^echo: [0-9]+ messages`)
+				want("echo", "echo: 1000 messages")
 				want("exec_swift_run_n", strconv.Itoa(b.runs))
 				match("exec_swift_run_ms", `^[1-9][0-9]*$`)
 			case K8sLifecycle:
@@ -803,6 +817,7 @@ func startK8s(t *testing.T, ctx context.Context, cfg Config, dir string) (fwd ma
 	b := &k8sBed{cp: cp, dir: shared, repo: cfg.Repo, bin: cfg.BinDir, runs: min(max(1, cfg.BenchRuns), maxK8sRuns),
 		facts: map[string]map[string]string{}, errs: map[string][]string{}, logw: logw, reqSeq: map[string]int{}}
 	cctx, cancel := context.WithCancel(ctx)
+	b.ctx = cctx
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -866,7 +881,7 @@ func TestK8sControlPlane(t *testing.T) {
 	// the controller manager's controllers act with their own rights:
 	// every namespace gets its default service account and the CA's
 	// ConfigMap (which the controller manager's own identity may not write)
-	if err := until(time.Minute, func() (bool, error) {
+	if err := until(ctx, time.Minute, func() (bool, error) {
 		_, err := cp.Kubectl(ctx, "-n", "default", "get", "serviceaccount/default", "configmap/kube-root-ca.crt")
 		return err == nil, err
 	}); err != nil {
