@@ -4,13 +4,27 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
 # (one module, k8s.io/kubernetes) and etcd (a three-line main around
 # go.etcd.io/etcd/server/v3's etcdmain). A complete cached dir costs
-# nothing. scripts/deps.sh runs this in the background.
+# nothing. Beside them, a device plugin the bed runs on a node:
+# github.com/squat/generic-device-plugin (pinned), which hands out device
+# files by the kubelet's DeviceSpecs. scripts/deps.sh runs this in the
+# background.
 # Usage: scripts/deps-k8s.sh CACHE_DIR K8S_VERSION ETCD_VERSION
 set -euo pipefail
 cache=${1:-/var/cache/swift-build}
 k8s_version=${2:-v1.37.2}
 etcd_version=${3:-v3.7.3}
+gdp_version=v0.0.0-20260515115838-2cc50b05d4d2
 dir="$cache/k8s-${k8s_version#v}"
+
+# the device plugin: its own cache check, so a new pin rebuilds only it
+if [[ ! -x $dir/generic-device-plugin || $(cat "$dir/generic-device-plugin.version" 2>/dev/null) != "$gdp_version" ]]; then
+  echo "deps-k8s: building github.com/squat/generic-device-plugin@$gdp_version into $dir"
+  mkdir -p "$dir" && rm -rf "$dir/gdp.tmp" && mkdir -p "$dir/gdp.tmp"
+  GOBIN="$dir/gdp.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install "github.com/squat/generic-device-plugin@$gdp_version"
+  mv "$dir/gdp.tmp/generic-device-plugin" "$dir/generic-device-plugin" && rmdir "$dir/gdp.tmp"
+  echo "$gdp_version" >"$dir/generic-device-plugin.version"
+fi
+
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
 complete() {
   local b
@@ -62,5 +76,8 @@ GO
   GOWORK=off GOFLAGS=-mod=mod go mod tidy &&
   GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.tmp/etcd" .)
 echo "kubernetes $k8s_version etcd $etcd_version" >"$dir.tmp/versions"
+for f in generic-device-plugin generic-device-plugin.version; do
+  [[ -e $dir/$f ]] && mv "$dir/$f" "$dir.tmp/"
+done
 rm -rf "$dir" && mv "$dir.tmp" "$dir"
 echo "deps-k8s: ok ($("$dir/kubelet" --version), etcd $("$dir/etcd" --version | awk 'NR==1{print $3}'))"

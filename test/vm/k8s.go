@@ -53,7 +53,8 @@ const (
 )
 
 // K8sBinaries are the binaries the bed runs, all from one directory.
-var K8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+var K8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl",
+	"generic-device-plugin"}
 
 // ControlPlane is a running control plane on the host.
 type ControlPlane struct {

@@ -26,6 +26,7 @@ const (
 	K8sNodes     = "k8s-nodes"
 	K8sRuntime   = "k8s-runtimeclass"
 	K8sRefusal   = "k8s-refusal"
+	K8sDevPlugin = "k8s-device-plugin"
 	K8sZygotes   = "k8s-zygotes"
 	K8sLifecycle = "k8s-lifecycle"
 	K8sPodStart  = "k8s-pod-start"
@@ -37,7 +38,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sZygotes, K8sLifecycle, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sZygotes, K8sLifecycle, K8sPodStart}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -172,6 +173,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	}
 	b.runtimeClass(ctx)
 	b.refusal(ctx)
+	b.devicePlugin(ctx)
 	b.zygotes(ctx)
 	b.lifecycle(ctx)
 	b.podStart(ctx)
@@ -385,6 +387,108 @@ spec:
 		return err == nil && after == before, err
 	})
 	b.fact(c, "after", after)
+}
+
+// devicePlugin: a real device plugin on node a (the generic device
+// plugin, guest/k8s.sh's dp_start) advertises rxe0's uverbs node and
+// rdma_cm as swift.io/rdma-rxe0, count 1. A zygote pod that requests it
+// is scheduled there, gets that device through the kubelet's DeviceSpecs,
+// and Swift configures it; a second such pod, and one bound to node b,
+// stay Pending as Kubernetes keeps them; the second runs once the first
+// is gone.
+func (b *k8sBed) devicePlugin(ctx context.Context) {
+	c := K8sDevPlugin
+	out, err := b.onNode(NodeA, "dp_start", time.Minute)
+	if err != nil {
+		b.fail(c, "start the device plugin: %v", err)
+		return
+	}
+	b.fact(c, "started", strings.TrimSpace(out))
+	defer b.onNode(NodeA, "dp_stop", time.Minute)
+	alloc := func(n string) string {
+		out, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", `jsonpath={.status.allocatable.swift\.io/rdma-rxe0}`)
+		return strings.TrimSpace(out)
+	}
+	err = until(ctx, 2*time.Minute, func() (bool, error) { return alloc(NodeA) == "1", nil })
+	b.fact(c, "a.allocatable", alloc(NodeA))
+	b.fact(c, "b.allocatable", alloc(NodeB))
+	if err != nil {
+		b.fail(c, "node a never offered swift.io/rdma-rxe0: %v", err)
+		return
+	}
+	pod := func(name, node string) string {
+		sel := ""
+		if node != "" {
+			sel = "  nodeSelector: {kubernetes.io/hostname: " + node + "}\n"
+		}
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: team-a
+  annotations:
+    swift.io/rdma: "true"
+    swift.io/zygote: "true"
+spec:
+  runtimeClassName: swift
+%s  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: worker
+      image: %s
+      command: ["/bin/worker"]
+      resources:
+        limits:
+          swift.io/rdma-rxe0: 1
+`, name, sel, k8sWorkerRef)
+	}
+	if err := b.apply(ctx, pod("dp-0", "")); err != nil {
+		b.fail(c, "apply dp-0: %v", err)
+		return
+	}
+	if err := b.waitPhase(ctx, "team-a", "dp-0", "Running", 3*time.Minute); err != nil {
+		ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name=dp-0")
+		b.fail(c, "dp-0 Running: %v\n%s", err, ev)
+		return
+	}
+	n, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-0", "-o", "jsonpath={.spec.nodeName}")
+	b.fact(c, "dp-0.node", strings.TrimSpace(n))
+	b.inside(ctx, c, "dp-0", "team-a", "dp-0", "worker")
+	var st string
+	until(ctx, time.Minute, func() (bool, error) {
+		var err error
+		st, err = b.exec(ctx, "team-a", "dp-0", "worker", "/.swift/bin/swift-run", "--status")
+		return err == nil && strings.HasPrefix(st, "zygote "), err
+	})
+	b.fact(c, "dp-0.zygote", sub(st, `(?m)^zygote \S+ tenant (\S+ device \S+)`))
+	// beyond the count, and on a node without the resource: Pending
+	if err := b.apply(ctx, pod("dp-1", "")+"---\n"+pod("dp-b", NodeB)); err != nil {
+		b.fail(c, "apply dp-1, dp-b: %v", err)
+		return
+	}
+	for _, p := range []string{"dp-1", "dp-b"} {
+		var msg string
+		until(ctx, 2*time.Minute, func() (bool, error) {
+			out, err := b.cp.Kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector",
+				"involvedObject.name="+p+",reason=FailedScheduling", "-o", "jsonpath={.items[*].message}")
+			msg = strings.TrimSpace(out)
+			return err == nil && msg != "", err
+		})
+		b.fact(c, p+".scheduling", msg)
+		ph, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", p, "-o", "jsonpath={.status.phase}")
+		b.fact(c, p+".phase", strings.TrimSpace(ph))
+	}
+	st0, _ := b.nodeState(NodeA)
+	b.fact(c, "node_a", st0)
+	if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dp-0", "--wait=true", "--timeout=2m"); err != nil {
+		b.fail(c, "delete dp-0: %v", err)
+	}
+	if err := b.waitPhase(ctx, "team-a", "dp-1", "Running", 3*time.Minute); err != nil {
+		b.fail(c, "dp-1 once dp-0 is gone: %v", err)
+	}
+	ph, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-1", "-o", "jsonpath={.status.phase} {.spec.nodeName}")
+	b.fact(c, "dp-1.after", strings.TrimSpace(ph))
+	b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dp-1", "dp-b", "--wait=true", "--timeout=2m")
 }
 
 // zygotes: the tenant keyring reaches both nodes through the example
@@ -733,6 +837,21 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				if f["after"] == "" || f["after"] != f["before"] {
 					t.Errorf("the refused pods left something on node a: before %q, after %q", f["before"], f["after"])
 				}
+			case K8sDevPlugin:
+				want("a.allocatable", "1")
+				want("b.allocatable", "")
+				want("dp-0.node", NodeA)
+				want("dp-0.uverbs", "1")
+				want("dp-0.devices_env", "rxe0")
+				want("dp-0.memlock", "1048576")
+				want("dp-0.rdma_max", "rxe0 hca_handle=4 hca_object=512")
+				want("dp-0.zygote", "team-a device rxe0")
+				match("dp-1.scheduling", `Insufficient swift\.io/rdma-rxe0`)
+				want("dp-1.phase", "Pending")
+				match("dp-b.scheduling", `Insufficient swift\.io/rdma-rxe0`)
+				want("dp-b.phase", "Pending")
+				match("node_a", `^leases 2; shims 2; zygotes 1; `) // dp-0 and rdma-worker
+				want("dp-1.after", "Running a")
 			case K8sZygotes:
 				want("sidecar.state", "0 true")
 				want("sidecar.uverbs", "1")

@@ -33,6 +33,26 @@ kubelet_stop() {
 	log "kubelet stopped"
 }
 
+# dp_start: the generic device plugin (github.com/squat/generic-device-plugin)
+# with one device group, rxe0's uverbs node and rdma_cm: the extended
+# resource swift.io/rdma-rxe0, count 1, handed out by DeviceSpecs.
+dp_start() {
+	u=$(grep -lx rxe0 /sys/class/infiniband_verbs/uverbs*/ibdev | head -n1)
+	u=$(basename "$(dirname "$u")")
+	[ -c "/dev/infiniband/$u" ] || { echo "no uverbs node of rxe0 ($u)"; return 1; }
+	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_K8S_DIR/generic-device-plugin" /var/lib/swiftvm-k8s/
+	setsid /var/lib/swiftvm-k8s/generic-device-plugin --domain swift.io --listen 127.0.0.1:8080 \
+		--device '{"name": "rdma-rxe0", "groups": [{"count": 1, "paths": [{"path": "/dev/infiniband/'"$u"'"}, {"path": "/dev/infiniband/rdma_cm"}]}]}' \
+		>>"$R/device-plugin.log" 2>&1 </dev/null &
+	echo $! >"$W/dp.pid"
+	echo "device plugin started (pid $!): rxe0 is $u"
+}
+
+dp_stop() {
+	kill "$(cat "$W/dp.pid")" 2>/dev/null
+	rm -f "$W/dp.pid"
+}
+
 scenario_x_k8s() {
 	need_pair
 	need_rxe
@@ -117,6 +137,7 @@ EOF
 		sleep 0.2
 	done
 	STEP=teardown
+	dp_stop
 	kubelet_stop
 	fact requests $((n - 1))
 	# the host judges its checks (the k8s- subtests); "finished" says it
