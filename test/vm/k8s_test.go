@@ -389,13 +389,14 @@ spec:
 	b.fact(c, "after", after)
 }
 
-// devicePlugin: a real device plugin on node a (the generic device
-// plugin, guest/k8s.sh's dp_start) advertises rxe0's uverbs node and
-// rdma_cm as swift.io/rdma-rxe0, count 1. A zygote pod that requests it
-// is scheduled there, gets that device through the kubelet's DeviceSpecs,
-// and Swift configures it; a second such pod, and one bound to node b,
-// stay Pending as Kubernetes keeps them; the second runs once the first
-// is gone.
+// devicePlugin: node a gets a second device, rxe1, and a real device
+// plugin (the generic device plugin, guest/k8s.sh's dp_start) advertises
+// rxe1's uverbs node and rdma_cm as swift.io/rdma-rxe1, count 1. A zygote
+// pod that requests it is scheduled there and gets exactly that device
+// through the kubelet's DeviceSpecs, which Swift honours and configures
+// (a pod without the request gets both devices team-a may use); a second
+// such pod, and one bound to node b, stay Pending as Kubernetes keeps
+// them; the second runs once the first is gone.
 func (b *k8sBed) devicePlugin(ctx context.Context) {
 	c := K8sDevPlugin
 	out, err := b.onNode(NodeA, "dp_start", time.Minute)
@@ -406,14 +407,14 @@ func (b *k8sBed) devicePlugin(ctx context.Context) {
 	b.fact(c, "started", strings.TrimSpace(out))
 	defer b.onNode(NodeA, "dp_stop", time.Minute)
 	alloc := func(n string) string {
-		out, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", `jsonpath={.status.allocatable.swift\.io/rdma-rxe0}`)
+		out, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", `jsonpath={.status.allocatable.swift\.io/rdma-rxe1}`)
 		return strings.TrimSpace(out)
 	}
 	err = until(ctx, 2*time.Minute, func() (bool, error) { return alloc(NodeA) == "1", nil })
 	b.fact(c, "a.allocatable", alloc(NodeA))
 	b.fact(c, "b.allocatable", alloc(NodeB))
 	if err != nil {
-		b.fail(c, "node a never offered swift.io/rdma-rxe0: %v", err)
+		b.fail(c, "node a never offered swift.io/rdma-rxe1: %v", err)
 		return
 	}
 	pod := func(name, node string) string {
@@ -439,7 +440,7 @@ spec:
       command: ["/bin/worker"]
       resources:
         limits:
-          swift.io/rdma-rxe0: 1
+          swift.io/rdma-rxe1: 1
 `, name, sel, k8sWorkerRef)
 	}
 	if err := b.apply(ctx, pod("dp-0", "")); err != nil {
@@ -461,6 +462,19 @@ spec:
 		return err == nil && strings.HasPrefix(st, "zygote "), err
 	})
 	b.fact(c, "dp-0.zygote", sub(st, `(?m)^zygote \S+ tenant (\S+ device \S+)`))
+	// the same pod without the request: every device team-a may use
+	none := strings.Replace(strings.Replace(pod("dp-none", NodeA), "      resources:\n        limits:\n          swift.io/rdma-rxe1: 1\n", "", 1),
+		"    swift.io/zygote: \"true\"\n", "", 1)
+	if err := b.apply(ctx, none); err != nil {
+		b.fail(c, "apply dp-none: %v", err)
+		return
+	}
+	if err := b.waitPhase(ctx, "team-a", "dp-none", "Running", 3*time.Minute); err != nil {
+		b.fail(c, "dp-none Running: %v", err)
+		return
+	}
+	b.inside(ctx, c, "dp-none", "team-a", "dp-none", "worker")
+	b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dp-none", "--wait=true", "--timeout=2m")
 	// beyond the count, and on a node without the resource: Pending
 	if err := b.apply(ctx, pod("dp-1", "")+"---\n"+pod("dp-b", NodeB)); err != nil {
 		b.fail(c, "apply dp-1, dp-b: %v", err)
@@ -842,13 +856,15 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("b.allocatable", "")
 				want("dp-0.node", NodeA)
 				want("dp-0.uverbs", "1")
-				want("dp-0.devices_env", "rxe0")
+				want("dp-0.devices_env", "rxe1")
 				want("dp-0.memlock", "1048576")
-				want("dp-0.rdma_max", "rxe0 hca_handle=4 hca_object=512")
-				want("dp-0.zygote", "team-a device rxe0")
-				match("dp-1.scheduling", `Insufficient swift\.io/rdma-rxe0`)
+				want("dp-0.rdma_max", "rxe1 hca_handle=4 hca_object=512")
+				want("dp-0.zygote", "team-a device rxe1")
+				want("dp-none.uverbs", "2")
+				want("dp-none.devices_env", "rxe0,rxe1")
+				match("dp-1.scheduling", `Insufficient swift\.io/rdma-rxe1`)
 				want("dp-1.phase", "Pending")
-				match("dp-b.scheduling", `Insufficient swift\.io/rdma-rxe0`)
+				match("dp-b.scheduling", `Insufficient swift\.io/rdma-rxe1`)
 				want("dp-b.phase", "Pending")
 				match("node_a", `^leases 2; shims 2; zygotes 1; `) // dp-0 and rdma-worker
 				want("dp-1.after", "Running a")
@@ -916,7 +932,12 @@ func startK8s(t *testing.T, ctx context.Context, cfg Config, dir string) (fwd ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	// the example policy as it is (it lists rxe0 beside mlx5_0)
+	// the example policy (it lists rxe0 beside mlx5_0), and rxe1, the
+	// device plugin check's device, for team-a
+	pol = []byte(strings.Replace(string(pol), `devices = ["mlx5_0", "rxe0"]`, `devices = ["mlx5_0", "rxe0", "rxe1"]`, 1))
+	if !strings.Contains(string(pol), `"rxe1"`) {
+		t.Fatalf("examples/policy.toml: team-a's devices are no longer [\"mlx5_0\", \"rxe0\"]; update the bed")
+	}
 	if err := os.WriteFile(filepath.Join(shared, "policy.toml"), pol, 0o644); err != nil {
 		t.Fatal(err)
 	}

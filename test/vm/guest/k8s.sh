@@ -33,24 +33,36 @@ kubelet_stop() {
 	log "kubelet stopped"
 }
 
-# dp_start: the generic device plugin (github.com/squat/generic-device-plugin)
-# with one device group, rxe0's uverbs node and rdma_cm: the extended
-# resource swift.io/rdma-rxe0, count 1, handed out by DeviceSpecs.
+# dp_start: a second soft-RoCE device, rxe1 on a veth, and the generic
+# device plugin (github.com/squat/generic-device-plugin) with one device
+# group, rxe1's uverbs node and rdma_cm: the extended resource
+# swift.io/rdma-rxe1, count 1, handed out by DeviceSpecs.
 dp_start() {
-	u=$(grep -lx rxe0 /sys/class/infiniband_verbs/uverbs*/ibdev | head -n1)
+	ip link add k8sdp0 type veth peer name k8sdp1 && ip link set k8sdp0 up && ip link set k8sdp1 up &&
+		rdma link add rxe1 type rxe netdev k8sdp0 || { echo "cannot make rxe1"; return 1; }
+	u=$(grep -lx rxe1 /sys/class/infiniband_verbs/uverbs*/ibdev | head -n1)
 	u=$(basename "$(dirname "$u")")
-	[ -c "/dev/infiniband/$u" ] || { echo "no uverbs node of rxe0 ($u)"; return 1; }
+	i=0
+	until [ -c "/dev/infiniband/$u" ]; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || { echo "no uverbs node of rxe1 ($u)"; return 1; }
+		sleep 0.1
+	done
 	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_K8S_DIR/generic-device-plugin" /var/lib/swiftvm-k8s/
 	setsid /var/lib/swiftvm-k8s/generic-device-plugin --domain swift.io --listen 127.0.0.1:8080 \
-		--device '{"name": "rdma-rxe0", "groups": [{"count": 1, "paths": [{"path": "/dev/infiniband/'"$u"'"}, {"path": "/dev/infiniband/rdma_cm"}]}]}' \
+		--device '{"name": "rdma-rxe1", "groups": [{"count": 1, "paths": [{"path": "/dev/infiniband/'"$u"'"}, {"path": "/dev/infiniband/rdma_cm"}]}]}' \
 		>>"$R/device-plugin.log" 2>&1 </dev/null &
 	echo $! >"$W/dp.pid"
-	echo "device plugin started (pid $!): rxe0 is $u"
+	echo "device plugin started: rxe1 is $u"
 }
 
 dp_stop() {
+	[ -f "$W/dp.pid" ] || return 0
 	kill "$(cat "$W/dp.pid")" 2>/dev/null
 	rm -f "$W/dp.pid"
+	rdma link del rxe1 2>/dev/null
+	ip link del k8sdp0 2>/dev/null
+	true
 }
 
 scenario_x_k8s() {
