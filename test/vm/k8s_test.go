@@ -136,14 +136,19 @@ func until(ctx context.Context, within time.Duration, f func() (bool, error)) er
 	return fmt.Errorf("%w after %s", ErrK8sTimeout, within)
 }
 
-// waitPhase waits until pod (namespace/name) is in phase.
+// waitPhase waits until pod (namespace/name) is in phase; for "Running",
+// also Ready (every container started: a pod whose container failed to
+// start may still be Running).
 func (b *k8sBed) waitPhase(ctx context.Context, ns, pod, phase string, within time.Duration) error {
 	return until(ctx, within, func() (bool, error) {
-		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "-o",
+			`jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status}`)
 		if err != nil {
 			return false, err
 		}
-		return strings.TrimSpace(out) == phase, fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
+		f := strings.Fields(out)
+		ok := len(f) > 0 && f[0] == phase && (phase != "Running" || len(f) == 2 && f[1] == "True")
+		return ok, fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
 	})
 }
 

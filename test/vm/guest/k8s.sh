@@ -38,7 +38,10 @@ kubelet_stop() {
 # group, rxe1's uverbs node and rdma_cm: the extended resource
 # swift.io/rdma-rxe1, count 1, handed out by DeviceSpecs.
 dp_start() {
-	ip link add k8sdp0 type veth peer name k8sdp1 && ip link set k8sdp0 up && ip link set k8sdp1 up &&
+	# (an IPv4 address on it: a host-network pod's device needs a GID for
+	# an address of the pod's namespace)
+	ip link add k8sdp0 type veth peer name k8sdp1 && ip addr add 10.99.0.1/24 dev k8sdp0 &&
+		ip link set k8sdp0 up && ip link set k8sdp1 up &&
 		rdma link add rxe1 type rxe netdev k8sdp0 || { echo "cannot make rxe1"; return 1; }
 	u=$(grep -lx rxe1 /sys/class/infiniband_verbs/uverbs*/ibdev | head -n1)
 	u=$(basename "$(dirname "$u")")
