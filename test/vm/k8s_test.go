@@ -314,7 +314,7 @@ func (b *k8sBed) inside(ctx context.Context, c, key, ns, pod, ctr string) {
 	}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		k, v, _ := strings.Cut(l, " ")
-		b.fact(c, key+"."+k, strings.TrimSpace(v))
+		b.fact(c, key+"."+k, strings.Join(strings.Fields(v), " "))
 	}
 }
 
@@ -863,10 +863,12 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("dp-0.uverbs", "1")
 				want("dp-0.devices_env", "rxe1")
 				want("dp-0.memlock", "1048576")
-				want("dp-0.rdma_max", "rxe1 hca_handle=4 hca_object=512")
+				// rxe0: not the pod's (no device node), no limit set
+				want("dp-0.rdma_max", "rxe0 hca_handle=max hca_object=max rxe1 hca_handle=4 hca_object=512")
 				want("dp-0.zygote", "team-a device rxe1")
 				want("dp-none.uverbs", "2")
 				want("dp-none.devices_env", "rxe0,rxe1")
+				want("dp-none.rdma_max", "rxe0 hca_handle=4 hca_object=512 rxe1 hca_handle=4 hca_object=512")
 				match("dp-1.scheduling", `Insufficient swift\.io/rdma-rxe1`)
 				want("dp-1.phase", "Pending")
 				match("dp-b.scheduling", `Insufficient swift\.io/rdma-rxe1`)
