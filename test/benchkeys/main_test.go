@@ -18,6 +18,7 @@ func TestDocumentedKeys(t *testing.T) {
 			[]string{"data.lat_ratio", "fork.ratio", "shim.ratio"}},
 		{"nested", "`fork.x.own_us`, `verbs.speedup_ceiling`", []string{"fork.x.own_us", "verbs.speedup_ceiling"}},
 		{"other prefixes ignored", "`swift.io/rdma` `rdma.max` `shim.runs`", []string{"shim.runs"}},
+		{"kubernetes figures, not the k8s.io namespace", "`k8s.io` `k8s.pod_start_ratio`", []string{"k8s.pod_start_ratio"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := DocumentedKeys(tc.text); !reflect.DeepEqual(got, tc.want) {
