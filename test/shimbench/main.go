@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -74,8 +73,8 @@ func bench(ctx context.Context, args []string) error {
 		}
 	}
 	res := map[string]any{
-		"shim.runc_ms":  median(times[runtimes[0]]),
-		"shim.swift_ms": median(times[runtimes[1]]),
+		"shim.runc_ms":  harness.Median(times[runtimes[0]]),
+		"shim.swift_ms": harness.Median(times[runtimes[1]]),
 		"shim.runs":     *runs,
 	}
 	res["shim.ratio"] = res["shim.swift_ms"].(float64) / res["shim.runc_ms"].(float64)
@@ -85,16 +84,4 @@ func bench(ctx context.Context, args []string) error {
 	fmt.Printf("shim: runc.v2 %.1f ms, swift.v2 %.1f ms (median of %d paired runs), ratio %.3f -> %s\n",
 		res["shim.runc_ms"], res["shim.swift_ms"], *runs, res["shim.ratio"], *out)
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

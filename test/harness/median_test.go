@@ -1,0 +1,25 @@
+package harness
+
+import "testing"
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{7}, 7},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := append([]float64(nil), tc.v...)
+		if got := Median(tc.v); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", in, got, tc.want)
+		}
+		for i := range in {
+			if tc.v[i] != in[i] {
+				t.Errorf("Median reordered its input: %v, was %v", tc.v, in)
+			}
+		}
+	}
+}
