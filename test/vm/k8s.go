@@ -122,22 +122,42 @@ func newPKI(dir string) (*pki, error) {
 	return &pki{dir: dir, cert: cert, key: key, next: 2}, nil
 }
 
-// issue writes name.crt and name.key: a client certificate for cn in
-// orgs, also a server one when hosts (IPs or DNS names) are given.
-func (p *pki) issue(name, cn string, orgs []string, hosts ...string) error {
+// newKey makes a P-256 key and writes it to path (PEM).
+func newKey(path string) (*ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return key, writePEM(path, "EC PRIVATE KEY", der)
+}
+
+// certSpec is a certificate the bed issues: a client certificate for cn
+// in orgs, also a server one when hosts (IPs or DNS names) are given.
+type certSpec struct {
+	name, cn string
+	orgs     []string
+	hosts    []string
+}
+
+// issue writes c.name.crt and c.name.key.
+func (p *pki) issue(c certSpec) error {
+	key, err := newKey(filepath.Join(p.dir, c.name+".key"))
 	if err != nil {
 		return err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: cn, Organization: orgs},
+		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: c.cn, Organization: c.orgs},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	p.next++
-	if len(hosts) > 0 {
+	if len(c.hosts) > 0 {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		for _, h := range hosts {
+		for _, h := range c.hosts {
 			if ip := net.ParseIP(h); ip != nil {
 				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 			} else {
@@ -149,14 +169,7 @@ func (p *pki) issue(name, cn string, orgs []string, hosts ...string) error {
 	if err != nil {
 		return err
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(filepath.Join(p.dir, name+".crt"), "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(filepath.Join(p.dir, name+".key"), "EC PRIVATE KEY", kder)
+	return writePEM(filepath.Join(p.dir, c.name+".crt"), "CERTIFICATE", der)
 }
 
 // kubeconfig writes path: server, the CA, and the client certificate name.
@@ -197,25 +210,6 @@ current-context: swift-vm
 	return os.WriteFile(path, []byte(y), 0o600)
 }
 
-func freeTCPPorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // StartControlPlane makes the bed's PKI in dir, writes each node's
 // kubeconfig to nodeDir(node)/kubeconfig (with ca.crt beside it) and starts
 // etcd, the API server, the controller manager and the scheduler. nodes
@@ -226,7 +220,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, nodes map[string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freeTCPPorts(3 + len(nodes))
+	ports, err := freePorts("tcp4", 3+len(nodes))
 	if err != nil {
 		return nil, err
 	}
@@ -247,11 +241,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, nodes map[string
 	if err != nil {
 		return nil, fmt.Errorf("bed CA: %w", err)
 	}
-	certs := []struct {
-		name, cn string
-		orgs     []string
-		hosts    []string
-	}{
+	certs := []certSpec{
 		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", HostFromGuest, "10.96.0.1", "localhost",
 			"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{"admin", "swift-vm-admin", []string{"system:masters"}, nil},
@@ -260,27 +250,16 @@ func StartControlPlane(ctx context.Context, binDir, dir string, nodes map[string
 		{"scheduler", "system:kube-scheduler", nil, nil},
 	}
 	for n := range nodes {
-		certs = append(certs, struct {
-			name, cn string
-			orgs     []string
-			hosts    []string
-		}{"node-" + n, "system:node:" + n, []string{"system:nodes"}, nil})
+		certs = append(certs, certSpec{"node-" + n, "system:node:" + n, []string{"system:nodes"}, nil})
 	}
 	for _, c := range certs {
-		if err := p.issue(c.name, c.cn, c.orgs, c.hosts...); err != nil {
+		if err := p.issue(c); err != nil {
 			return nil, fmt.Errorf("certificate %s: %w", c.name, err)
 		}
 	}
 	// the service-account token signing key
-	sa, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	sa, err := newKey(filepath.Join(dir, "sa.key"))
 	if err != nil {
-		return nil, err
-	}
-	saDer, err := x509.MarshalECPrivateKey(sa)
-	if err != nil {
-		return nil, err
-	}
-	if err := writePEM(filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", saDer); err != nil {
 		return nil, err
 	}
 	pubDer, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)

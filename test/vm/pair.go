@@ -59,22 +59,32 @@ func PreparePair(ctx context.Context, c Config, dir string, logw io.Writer) erro
 	return nil
 }
 
-// freeUDPPorts returns n UDP ports on 127.0.0.1 that were free a moment ago.
-func freeUDPPorts(n int) ([]int, error) {
-	var conns []net.PacketConn
+// freePorts returns n ports of network (udp4 or tcp4) on 127.0.0.1 that
+// were free a moment ago.
+func freePorts(network string, n int) ([]int, error) {
+	var open []io.Closer
 	defer func() {
-		for _, c := range conns {
+		for _, c := range open {
 			c.Close()
 		}
 	}()
 	var ports []int
 	for i := 0; i < n; i++ {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if network == "udp4" {
+			c, err := net.ListenPacket(network, "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			open = append(open, c)
+			ports = append(ports, c.LocalAddr().(*net.UDPAddr).Port)
+			continue
+		}
+		l, err := net.Listen(network, "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		conns = append(conns, c)
-		ports = append(ports, c.LocalAddr().(*net.UDPAddr).Port)
+		open = append(open, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
 }
@@ -86,7 +96,7 @@ func freeUDPPorts(n int) ([]int, error) {
 // host's loopback) with the port forwarded to its kubelet (x-k8s).
 func BootPair(ctx context.Context, c Config, g Guest, dir string, kubelets map[string]int,
 	progress func(node string, m Marker)) (*Pair, error) {
-	ports, err := freeUDPPorts(2)
+	ports, err := freePorts("udp4", 2)
 	if err != nil {
 		return nil, fmt.Errorf("ports for the link: %w", err)
 	}
