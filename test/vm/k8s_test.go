@@ -11,12 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/swift-rdma/swift-containerd/test/harness"
 )
 
 // The k8s- checks: run on the host with kubectl, the only client, against
@@ -136,20 +137,23 @@ func until(ctx context.Context, within time.Duration, f func() (bool, error)) er
 	return fmt.Errorf("%w after %s", ErrK8sTimeout, within)
 }
 
-// waitPhase waits until pod (namespace/name) is in phase; for "Running",
-// also Ready (every container started: a pod whose container failed to
-// start may still be Running).
-func (b *k8sBed) waitPhase(ctx context.Context, ns, pod, phase string, within time.Duration) error {
-	return until(ctx, within, func() (bool, error) {
+// waitRunning waits until pod (namespace/name) is Running and Ready
+// (every container started: a pod whose container failed to start may
+// still be Running). Its error carries the pod's events.
+func (b *k8sBed) waitRunning(ctx context.Context, ns, pod string, within time.Duration) error {
+	err := until(ctx, within, func() (bool, error) {
 		out, err := b.cp.Kubectl(ctx, "-n", ns, "get", "pod", pod, "-o",
 			`jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status}`)
 		if err != nil {
 			return false, err
 		}
-		f := strings.Fields(out)
-		ok := len(f) > 0 && f[0] == phase && (phase != "Running" || len(f) == 2 && f[1] == "True")
-		return ok, fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
+		return strings.TrimSpace(out) == "Running True", fmt.Errorf("pod %s/%s is %q", ns, pod, strings.TrimSpace(out))
 	})
+	if err != nil {
+		ev, _ := b.cp.Kubectl(ctx, "-n", ns, "get", "events", "--field-selector", "involvedObject.name="+pod)
+		return fmt.Errorf("%w\nevents:\n%s", err, ev)
+	}
+	return nil
 }
 
 // exec runs a command in a pod's container through the API server and the
@@ -222,7 +226,7 @@ func (b *k8sBed) nodesReady(ctx context.Context) bool {
 		b.fact(c, n+".ready", "True")
 		// from the kubelet's start on the node (its marker in the shared dir)
 		if st, err := os.Stat(filepath.Join(b.dir, n+".started")); err == nil {
-			b.fact(c, n+".ready_s", fmt.Sprintf("%.1f", time.Since(st.ModTime()).Seconds()-time.Since(start.Add(ready[n])).Seconds()))
+			b.fact(c, n+".ready_s", fmt.Sprintf("%.1f", start.Add(ready[n]).Sub(st.ModTime()).Seconds()))
 		}
 	}
 	// the operator's steps: label the Swift nodes, apply the RuntimeClass
@@ -257,9 +261,8 @@ func (b *k8sBed) runtimeClass(ctx context.Context) {
 		b.fail(c, "apply examples/runtimeclass.yaml: %v", err)
 		return
 	}
-	if err := b.waitPhase(ctx, "team-a", "rdma-worker", "Running", 4*time.Minute); err != nil {
-		ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name=rdma-worker")
-		b.fail(c, "rdma-worker Running: %v\nevents:\n%s", err, ev)
+	if err := b.waitRunning(ctx, "team-a", "rdma-worker", 4*time.Minute); err != nil {
+		b.fail(c, "rdma-worker Running: %v", err)
 		return
 	}
 	rc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "rdma-worker", "-o", "jsonpath={.spec.runtimeClassName} {.spec.nodeName}")
@@ -290,7 +293,7 @@ spec:
 		b.fail(c, "apply the plain pod: %v", err)
 		return
 	}
-	if err := b.waitPhase(ctx, "team-a", "plain", "Running", 3*time.Minute); err != nil {
+	if err := b.waitRunning(ctx, "team-a", "plain", 3*time.Minute); err != nil {
 		b.fail(c, "plain Running: %v", err)
 		return
 	}
@@ -327,7 +330,7 @@ func (b *k8sBed) refusal(ctx context.Context) {
 	var before, prev string
 	err := until(ctx, time.Minute, func() (bool, error) {
 		var err error
-		prev, before = before, ""
+		prev = before
 		before, err = b.nodeState(NodeA)
 		return err == nil && before == prev, err
 	})
@@ -452,9 +455,8 @@ spec:
 		b.fail(c, "apply dp-0: %v", err)
 		return
 	}
-	if err := b.waitPhase(ctx, "team-a", "dp-0", "Running", 3*time.Minute); err != nil {
-		ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name=dp-0")
-		b.fail(c, "dp-0 Running: %v\n%s", err, ev)
+	if err := b.waitRunning(ctx, "team-a", "dp-0", 3*time.Minute); err != nil {
+		b.fail(c, "dp-0 Running: %v", err)
 		return
 	}
 	n, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-0", "-o", "jsonpath={.spec.nodeName}")
@@ -474,7 +476,7 @@ spec:
 		b.fail(c, "apply dp-none: %v", err)
 		return
 	}
-	if err := b.waitPhase(ctx, "team-a", "dp-none", "Running", 3*time.Minute); err != nil {
+	if err := b.waitRunning(ctx, "team-a", "dp-none", 3*time.Minute); err != nil {
 		b.fail(c, "dp-none Running: %v", err)
 		return
 	}
@@ -502,7 +504,7 @@ spec:
 	if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dp-0", "--wait=true", "--timeout=2m"); err != nil {
 		b.fail(c, "delete dp-0: %v", err)
 	}
-	if err := b.waitPhase(ctx, "team-a", "dp-1", "Running", 3*time.Minute); err != nil {
+	if err := b.waitRunning(ctx, "team-a", "dp-1", 3*time.Minute); err != nil {
 		b.fail(c, "dp-1 once dp-0 is gone: %v", err)
 	}
 	ph, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-1", "-o", "jsonpath={.status.phase} {.spec.nodeName}")
@@ -565,9 +567,8 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		}
 	}
 	for _, p := range []string{"trainer-0", "trainer-1"} {
-		if err := b.waitPhase(ctx, "team-a", p, "Running", 4*time.Minute); err != nil {
-			ev, _ := b.kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector", "involvedObject.name="+p)
-			b.fail(c, "%s Running: %v\n%s", p, err, ev)
+		if err := b.waitRunning(ctx, "team-a", p, 4*time.Minute); err != nil {
+			b.fail(c, "%s Running: %v", p, err)
 			return
 		}
 	}
@@ -620,7 +621,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		}
 		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
 	}
-	b.fact(c, "exec_swift_run_ms", fmt.Sprintf("%.0f", median(ms)))
+	b.fact(c, "exec_swift_run_ms", fmt.Sprintf("%.0f", harness.Median(ms)))
 	b.fact(c, "exec_swift_run_n", strconv.Itoa(len(ms)))
 }
 
@@ -761,7 +762,7 @@ func (b *k8sBed) podStart(ctx context.Context) {
 				b.fail(c, "apply %s: %v", name, err)
 				return
 			}
-			if err := b.waitPhase(ctx, "team-a", name, "Running", 3*time.Minute); err != nil {
+			if err := b.waitRunning(ctx, "team-a", name, 3*time.Minute); err != nil {
 				b.fail(c, "%s Running: %v", name, err)
 				return
 			}
@@ -770,24 +771,12 @@ func (b *k8sBed) podStart(ctx context.Context) {
 		}
 	}
 	for k, v := range ms {
-		b.fact(c, "pod_start_ms."+k, fmt.Sprintf("%.0f", median(v)))
+		b.fact(c, "pod_start_ms."+k, fmt.Sprintf("%.0f", harness.Median(v)))
 		b.fact(c, "pod_start_ms."+k+"_n", strconv.Itoa(len(v)))
 	}
 	if len(ms["runc"]) > 0 && len(ms["swift"]) > 0 {
-		b.fact(c, "pod_start_ratio", fmt.Sprintf("%.2f", median(ms["swift"])/median(ms["runc"])))
+		b.fact(c, "pod_start_ratio", fmt.Sprintf("%.2f", harness.Median(ms["swift"])/harness.Median(ms["runc"])))
 	}
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func sub(s, re string) string {
