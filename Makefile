@@ -49,7 +49,7 @@ build:
 
 install: build
 	install -d $(PREFIX)/bin
-	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swift-hook $(BIN)/swiftctl $(PREFIX)/bin/
+	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swift-hook $(BIN)/swiftctl $(BIN)/swift-node $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
 	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
 	install -d $(PREFIX)/lib/swift/lib $(PREFIX)/lib/swift/handlers

@@ -1,0 +1,121 @@
+// Command swift-node is Swift's node agent. It runs the DRA driver
+// rdma.swift.io (package dra) as a kubelet plugin: it publishes the node's
+// RDMA devices in a ResourceSlice, prepares claims as their CDI names, and
+// reports the devices' health to the kubelet.
+//
+//	swift-node --kubeconfig /etc/kubernetes/kubelet.conf --node-name "$(hostname)"
+//
+// Without --kubeconfig it uses the in-cluster configuration (a DaemonSet's
+// service account). It needs the kubelet's plugin directories
+// (/var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins) and writes
+// the CDI spec of the node's devices into --cdi-dir.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/containerd/log"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/swift-rdma/swift-containerd/cdispec"
+	"github.com/swift-rdma/swift-containerd/config"
+	"github.com/swift-rdma/swift-containerd/dra"
+	"github.com/swift-rdma/swift-containerd/internal/version"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "swift-node:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("swift-node", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the agent's identity (default: in-cluster)")
+	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	cfgPath := fs.String("config", config.PathFromEnv(), "Swift node config (its rdma.sys_root and rdma.dev_root)")
+	cdiDir := fs.String("cdi-dir", cdispec.DefaultDir, "where the CDI spec of the node's devices is written (one of containerd's cdi_spec_dirs)")
+	pluginDir := fs.String("plugin-dir", filepath.Join(kubeletplugin.KubeletPluginsDir, dra.DriverName), "the kubelet plugin's directory")
+	registryDir := fs.String("registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registry")
+	rescan := fs.Duration("rescan", 5*time.Second, "how often the devices and their ports are read again")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		fmt.Println("swift-node", version.Version)
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *node == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if *rescan < time.Second {
+		return fmt.Errorf("--rescan %s: want at least 1s", *rescan)
+	}
+	c, err := config.Load(*cfgPath)
+	if err != nil && !(errors.Is(err, os.ErrNotExist) && *cfgPath == config.DefaultPath) {
+		return err
+	}
+	if err != nil {
+		c = config.Default()
+	}
+	var rc *rest.Config
+	if *kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d := &dra.Driver{Node: *node, SysRoot: c.RDMA.SysRoot, DevRoot: c.RDMA.DevRoot, CDIDir: *cdiDir,
+		StateDir: *pluginDir, Rescan: *rescan, Fatal: cancel}
+	if err := os.MkdirAll(*pluginDir, 0o750); err != nil {
+		return err
+	}
+	if err := d.Load(ctx); err != nil {
+		return err
+	}
+	h, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.NodeName(*node),
+		kubeletplugin.DriverName(dra.DriverName),
+		kubeletplugin.PluginDataDirectoryPath(*pluginDir),
+		kubeletplugin.RegistrarDirectoryPath(*registryDir))
+	if err != nil {
+		return fmt.Errorf("start the kubelet plugin: %w", err)
+	}
+	defer h.Stop()
+	if err := h.PublishResources(ctx, d.Resources()); err != nil {
+		return fmt.Errorf("publish the node's devices: %w", err)
+	}
+	log.G(ctx).WithField("node", *node).WithField("driver", dra.DriverName).Info("swift-node: serving")
+	d.Watch(ctx, h.PublishResources)
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
