@@ -149,6 +149,12 @@ type PoolConfig struct {
 	// tenant's peer networks, when its policy restricts peers.
 	AcceptOnly bool
 	Accept     []netip.Prefix
+	// DialOnly restricts the peers the zygote dials to addresses and
+	// ports Dial allows: the tenant's IPv4 peer rules, when its policy
+	// restricts peers (a peer named by a host name is checked once its
+	// name resolves).
+	DialOnly bool
+	Dial     []DialRule
 	// RemoteAccess lets the peers RDMA READ and WRITE the rows' slices.
 	RemoteAccess bool
 	// FunctionUIDBase: functions run as uid and gid base+slot (0: as the
@@ -247,7 +253,21 @@ func (pc PoolConfig) Render() []byte {
 			fmt.Fprintf(&b, "accept %s\n", n.Masked())
 		}
 	}
+	if pc.DialOnly {
+		if len(pc.Dial) == 0 {
+			b.WriteString("dial none\n")
+		}
+		for _, r := range pc.Dial {
+			fmt.Fprintf(&b, "dial %s %d-%d\n", r.Prefix.Masked(), r.MinPort, r.MaxPort)
+		}
+	}
 	return []byte(b.String())
+}
+
+// DialRule is one network and port range a zygote may dial a peer at.
+type DialRule struct {
+	Prefix           netip.Prefix // IPv4
+	MinPort, MaxPort uint16
 }
 
 // DefaultName is a zygote's name when swift.io/name is absent: under CRI

@@ -37,6 +37,12 @@ func TestPoolConfigRender(t *testing.T) {
 			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail + "qp_limit 6\n"},
 		{"function uids", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515, FunctionUIDBase: 2000000000},
 			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail + "function_uids 2000000000\n"},
+		{"tenant peer rules to dial", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515,
+			DialOnly: true, Dial: []DialRule{{netip.MustParsePrefix("10.1.2.3/16"), 18515, 18600}, {netip.MustParsePrefix("192.168.7.9/32"), 1, 65535}}},
+			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail +
+				"dial 10.1.0.0/16 18515-18600\ndial 192.168.7.9/32 1-65535\n"},
+		{"tenant allows dialing no peer", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515, DialOnly: true},
+			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail + "dial none\n"},
 		{"accept list without AcceptOnly is not written", PoolConfig{Name: "a", Tenant: "t1", Pool: 1, ListenHost: "0.0.0.0", ListenPort: 18515,
 			Accept: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
 			head + "name a\ntenant t1\npool 1\nlisten 0.0.0.0:18515\n" + tail},

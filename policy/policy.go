@@ -351,6 +351,9 @@ func (v *validator) tenant(name string, r rawTenant) *Tenant {
 		if nets, _ := t.PeerNetworks(); len(nets) > annotations.MaxPeers {
 			v.add(base+".peers", fmt.Sprintf("%d networks; a zygote takes exchange connections from at most %d", len(nets), annotations.MaxPeers))
 		}
+		if rules, _ := t.DialRules(); len(rules) > annotations.MaxPeers {
+			v.add(base+".peers", fmt.Sprintf("%d IPv4 rules; a zygote checks the peers it dials against at most %d", len(rules), annotations.MaxPeers))
+		}
 	}
 	if r.Seccomp != nil {
 		switch *r.Seccomp {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -455,8 +456,10 @@ fork_sharing = true
 			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=192.168.1.1:18515", "10.0.0.0/8:18515-18600"}},
 		{"peer port outside", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=10.0.0.1:22"),
 			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=10.0.0.1:22"}},
-		{"peer host name under restriction", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=db.local:18515"),
-			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=db.local:18515", "IP address"}},
+		{"peer host name under restriction: its port is checked here", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=db.local:18515"),
+			Decision{Devices: []string{"rxe1"}, QPs: 8, QPLimit: 8}, nil, nil},
+		{"peer host name at a port no rule allows", a, ann(t, annotations.Zygote, "true", annotations.Peers, "b=db.local:22"),
+			Decision{}, errdefs.IsInvalidArgument, []string{annotations.Peers, "b=db.local:22", `no peer rule of tenant "a" allows port 22`, "10.0.0.0/8:18515-18600"}},
 		{"zygote refused", nofork, ann(t, annotations.Zygote, "true"), Decision{}, errdefs.IsInvalidArgument,
 			[]string{annotations.Zygote, `tenant "nofork"`, "tenants.nofork.fork_sharing"}},
 		{"zygote=false fine without fork sharing", nofork, ann(t, annotations.Zygote, "false"), Decision{}, nil, nil},
@@ -584,6 +587,42 @@ func TestPeerNetworks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDialRules: the IPv4 rules, as written, and whether peers are
+// restricted; a policy with more than a zygote checks is refused.
+func TestDialRules(t *testing.T) {
+	p, err := Parse("x.toml", []byte(`[tenants.a]
+peers = ["10.0.0.0/8:18515", "10.0.0.0/8:18600-18700", "[fd00::/8]:1", "192.168.1.7/32"]
+[tenants.none]
+peers = []
+[tenants.any]
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	var got []string
+	rules, restricted := p.Tenants["a"].DialRules()
+	for _, r := range rules {
+		got = append(got, fmt.Sprintf("%s %d-%d", r.Prefix, r.MinPort, r.MaxPort))
+	}
+	if want := []string{"10.0.0.0/8 18515-18515", "10.0.0.0/8 18600-18700", "192.168.1.7/32 1-65535"}; !restricted || !slices.Equal(got, want) {
+		t.Errorf("a: DialRules = %q, %v; want %q, true", got, restricted, want)
+	}
+	if rules, restricted := p.Tenants["none"].DialRules(); !restricted || len(rules) != 0 {
+		t.Errorf("none: DialRules = %v, %v; want none, true", rules, restricted)
+	}
+	if rules, restricted := p.Tenants["any"].DialRules(); restricted || rules != nil {
+		t.Errorf("any: DialRules = %v, %v; want nil, false", rules, restricted)
+	}
+	var many []string
+	for i := 0; i < 33; i++ {
+		many = append(many, fmt.Sprintf(`"10.0.0.0/8:%d"`, 1000+i))
+	}
+	_, err = Parse("x.toml", []byte("[tenants.a]\npeers = ["+strings.Join(many, ", ")+"]\n"))
+	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), "tenants.a.peers: 33 IPv4 rules; a zygote checks the peers it dials against at most 32") {
+		t.Errorf("33 IPv4 rules: %v", err)
 	}
 }
 

@@ -247,8 +247,14 @@ func (t *Tenant) Admit(o annotations.Options, present []string) (Decision, error
 		for _, p := range o.Peers {
 			addr, err := netip.ParseAddr(p.Host)
 			if err != nil {
-				return d, fmt.Errorf("annotation %s: peer %s=%s:%d: tenant %q restricts peers to networks, so the peer must be an IP address: %w",
-					annotations.Peers, p.Name, p.Host, p.Port, t.Name, errdefs.ErrInvalidArgument)
+				// a host name: the zygote checks the address it resolves
+				// to against the rules (DialRules) before it dials; here
+				// only its port can be
+				if !t.allowsPeerPort(p.Port) {
+					return d, fmt.Errorf("annotation %s: peer %s=%s:%d: no peer rule of tenant %q allows port %d (allowed: %s): %w",
+						annotations.Peers, p.Name, p.Host, p.Port, t.Name, p.Port, t.peerList(), errdefs.ErrInvalidArgument)
+				}
+				continue
 			}
 			if !t.AllowsPeer(addr, p.Port) {
 				return d, fmt.Errorf("annotation %s: peer %s=%s is not allowed for tenant %q (allowed: %s): %w",
@@ -290,6 +296,34 @@ func (t *Tenant) AllowsPeer(addr netip.Addr, port uint16) bool {
 		}
 	}
 	return false
+}
+
+// allowsPeerPort tells whether an IPv4 rule of the tenant allows port
+// (a host-name peer resolves to IPv4).
+func (t *Tenant) allowsPeerPort(port uint16) bool {
+	rules, _ := t.DialRules()
+	for _, r := range rules {
+		if port >= r.MinPort && port <= r.MaxPort {
+			return true
+		}
+	}
+	return false
+}
+
+// DialRules returns the tenant's IPv4 peer rules, those a zygote checks
+// the peers it dials against (its exchange dials IPv4), and whether the
+// tenant restricts peers at all (false: any peer).
+func (t *Tenant) DialRules() ([]PeerRule, bool) {
+	if t.Peers == nil {
+		return nil, false
+	}
+	rules := []PeerRule{}
+	for _, r := range t.Peers {
+		if r.Prefix.Addr().Unmap().Is4() {
+			rules = append(rules, r)
+		}
+	}
+	return rules, true
 }
 
 // PeerNetworks returns the networks of the tenant's peer rules, each once,

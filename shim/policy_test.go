@@ -253,7 +253,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"\ntenant a\n", "\ndevice rxe1\n", "\npool 2\n", "peer b.team-a 10.0.0.2:18515\n", "peer c.team-a 10.0.0.3:18600\n",
-		"\naccept 10.0.0.0/8\n", "\nqp_limit 8\n"} {
+		"\naccept 10.0.0.0/8\n", "\ndial 10.0.0.0/8 18515-18600\n", "\nqp_limit 8\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("pool description lacks %q:\n%s", want, conf)
 		}
@@ -355,7 +355,8 @@ func TestEditBundlePolicyRefusals(t *testing.T) {
 		{"peer outside the networks", zy("b=192.168.0.1:18515"), errdefs.IsInvalidArgument,
 			[]string{annotations.Peers, "b=192.168.0.1:18515", "10.0.0.0/8:18515-18600"}},
 		{"peer port outside", zy("b=10.0.0.1:22"), errdefs.IsInvalidArgument, []string{annotations.Peers, "b=10.0.0.1:22"}},
-		{"peer named by host name", zy("b=db:18515"), errdefs.IsInvalidArgument, []string{annotations.Peers, "b=db:18515", "IP address"}},
+		{"peer named by host name at a port no rule allows", zy("b=db:22"), errdefs.IsInvalidArgument,
+			[]string{annotations.Peers, "b=db:22", "no peer rule", "allows port 22"}},
 		{"second peer outside", zy("b=10.0.0.1:18515,c=11.0.0.1:18515"), errdefs.IsInvalidArgument, []string{"c=11.0.0.1:18515"}},
 		{"pool × peers above the tenant's qps", zy("b=10.0.0.1:18515,c=10.0.0.2:18515", annotations.Pool, "5"), errdefs.IsInvalidArgument,
 			[]string{annotations.Pool, "10 QPs", "tenants.a.container.qps = 8"}},

@@ -221,6 +221,11 @@ func prepareZygote(req *createRequest, ten *tenancy) (*zygotePrep, error) {
 		return nil, err
 	}
 	pc.Accept, pc.AcceptOnly = t.PeerNetworks()
+	rules, dialOnly := t.DialRules()
+	pc.DialOnly = dialOnly
+	for _, r := range rules {
+		pc.Dial = append(pc.Dial, inject.DialRule{Prefix: r.Prefix, MinPort: r.MinPort, MaxPort: r.MaxPort})
+	}
 	pc.QPLimit = ten.qpLimit
 	key, _, err := TenantKeyring(cfg, t, pc.Tenant)
 	if err != nil {

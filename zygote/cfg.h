@@ -16,6 +16,8 @@ struct swift_peer {
 	/* run time: */
 	uint32_t addr;    /* resolved IPv4, network order; 0 = unresolved */
 	int resolving;    /* a resolver child is looking host up */
+	uint32_t denied;  /* the last address host resolved to that the tenant's rules refuse (logged once) */
+	int unresolved;   /* host did not resolve last time (logged once) */
 	int connected;    /* our pool to this peer is built */
 	int initial_done; /* our first exchange with it since we started */
 	int link;         /* the conn of our link with it, or -1 */
@@ -67,11 +69,23 @@ struct swift_cfg {
 	struct {
 		uint32_t net, mask; /* IPv4, host byte order */
 	} accept[SWIFT_MAX_PEERS];
+	/* dial lines: the tenant's peer rules, network and ports. A zygote
+	 * whose tenant restricts peers dials a peer only at an address and
+	 * port they allow: a peer named by a host name is checked when its
+	 * name resolves (the resolver runs in the container, whose files
+	 * say what a name is). */
+	int dial_only;
+	int ndial;
+	struct {
+		uint32_t net, mask; /* IPv4, host byte order */
+		int lo, hi;         /* ports, both inclusive */
+	} dial[SWIFT_MAX_PEERS];
 };
 
 int swift_cfg_load(struct swift_cfg *c, const char *path, char *err, size_t errlen);
 int swift_parse_hostport(const char *s, char *host, size_t hlen, int *port);
 int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr);
+int swift_cfg_dials(const struct swift_cfg *c, uint32_t addr, int port);
 int swift_find_peer(const struct swift_cfg *c, const char *name);
 /* swift_names_peer tells whether want, a peer's name as a function or a
  * command line gives it, names the configured peer: the same name, or a

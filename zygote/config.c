@@ -118,6 +118,42 @@ static int parse_accept(struct swift_cfg *c, const char *v)
 	return 0;
 }
 
+/* parse_dial reads "none" or "A.B.C.D/N LO-HI" (IPv4 only: the exchange
+ * dials IPv4). */
+static int parse_dial(struct swift_cfg *c, const char *v)
+{
+	unsigned a, b, d, e, n, lo, hi;
+	char tail;
+
+	c->dial_only = 1;
+	if (!strcmp(v, "none"))
+		return 0;
+	if (sscanf(v, "%u.%u.%u.%u/%u %u-%u%c", &a, &b, &d, &e, &n, &lo, &hi, &tail) != 7 || a > 255 || b > 255 ||
+	    d > 255 || e > 255 || n > 32 || lo < 1 || hi > 65535 || lo > hi || c->ndial == SWIFT_MAX_PEERS)
+		return 1;
+	c->dial[c->ndial].mask = n ? 0xffffffffu << (32 - n) : 0;
+	c->dial[c->ndial].net = ((a << 24) | (b << 16) | (d << 8) | e) & c->dial[c->ndial].mask;
+	c->dial[c->ndial].lo = (int)lo;
+	c->dial[c->ndial].hi = (int)hi;
+	c->ndial++;
+	return 0;
+}
+
+/* swift_cfg_dials tells whether a peer may be dialed at addr (IPv4,
+ * network byte order) and port. */
+int swift_cfg_dials(const struct swift_cfg *c, uint32_t addr, int port)
+{
+	uint32_t h = ntohl(addr);
+	int i;
+
+	if (!c->dial_only)
+		return 1;
+	for (i = 0; i < c->ndial; i++)
+		if ((h & c->dial[i].mask) == c->dial[i].net && port >= c->dial[i].lo && port <= c->dial[i].hi)
+			return 1;
+	return 0;
+}
+
 /* swift_cfg_accepts tells whether an exchange connection from addr (IPv4,
  * network byte order) may go on. */
 int swift_cfg_accepts(const struct swift_cfg *c, uint32_t addr)
@@ -212,6 +248,8 @@ static int cfg_set(struct swift_cfg *c, const char *k, char *v)
 		bad = number(v, 3, 1023, &n) || ((c->key_pipe = (int)n), 0);
 	else if (!strcmp(k, "accept"))
 		bad = parse_accept(c, v);
+	else if (!strcmp(k, "dial"))
+		bad = parse_dial(c, v);
 	else if (!strcmp(k, "peer"))
 		bad = parse_peer(c, v);
 	else

@@ -68,10 +68,29 @@ void swift_resolver_readable(struct zygote *z, int ci)
 	struct swift_peer *p = &z->cfg.peers[c->peer];
 	uint32_t a = 0;
 
-	if (read(c->fd, &a, sizeof(a)) == (ssize_t)sizeof(a) && a)
+	/* the answer of a child that ran the container's resolver: checked
+	 * against the tenant's peer rules like any address */
+	if (read(c->fd, &a, sizeof(a)) != (ssize_t)sizeof(a) || !a) {
+		if (!p->unresolved)
+			zlog(z, "peer %s: cannot resolve %s (trying again until it resolves)", p->name, p->host);
+		p->unresolved = 1;
+	} else if (!swift_cfg_dials(&z->cfg, a, p->port)) {
+		char s[INET_ADDRSTRLEN];
+
+		if (a != p->denied) {
+			inet_ntop(AF_INET, &a, s, sizeof(s));
+			zlog(z,
+			     "peer %s: %s resolves to %s, and tenant %s's peer rules do not allow %s:%d: not dialing "
+			     "it",
+			     p->name, p->host, s, z->cfg.tenant, s, p->port);
+		}
+		p->denied = a;
+	} else {
+		if (p->unresolved)
+			zlog(z, "peer %s: %s resolves now", p->name, p->host);
+		p->unresolved = 0;
 		p->addr = a;
-	else
-		zlog(z, "peer %s: cannot resolve %s", p->name, p->host);
+	}
 	c->resolver = 0; /* it exits by itself; reaping ignores it */
 	swift_conn_close(z, ci);
 }
@@ -85,7 +104,7 @@ static uint32_t peer_addr(struct zygote *z, int peer)
 	if (p->addr)
 		return p->addr;
 	if (inet_pton(AF_INET, p->host, &in) == 1)
-		return p->addr = in.s_addr;
+		return swift_cfg_dials(&z->cfg, in.s_addr, p->port) ? (p->addr = in.s_addr) : 0;
 	if (!p->resolving)
 		start_resolver(z, peer);
 	return 0;

@@ -328,6 +328,28 @@ static void test_config(void)
 	      "an IPv6 network admits no IPv4 peer");
 	check(load("accept 0.0.0.0/0\n", &c, err, sizeof(err)) == 0 && swift_cfg_accepts(&c, htonl(0x01020304)),
 	      "accept 0.0.0.0/0: any");
+	check(load("dial 10.0.0.0/8 18515-18600\ndial 192.168.7.9/32 1-65535\n", &c, err, sizeof(err)) == 0 &&
+		      c.ndial == 2,
+	      "dial lines load");
+	check(swift_cfg_dials(&c, htonl(0x0a00020f), 18515) && swift_cfg_dials(&c, htonl(0x0a00020f), 18600) &&
+		      swift_cfg_dials(&c, htonl(0xc0a80709), 22),
+	      "dials its networks at their ports");
+	check(!swift_cfg_dials(&c, htonl(0x0a00020f), 18514) && !swift_cfg_dials(&c, htonl(0x0a00020f), 18601) &&
+		      !swift_cfg_dials(&c, htonl(0x7f000001), 18515) && !swift_cfg_dials(&c, htonl(0xc0a80708), 22),
+	      "refuses other addresses and ports");
+	check(load("", &c, err, sizeof(err)) == 0 && swift_cfg_dials(&c, htonl(0x7f000001), 1), "no dial line: any");
+	check(load("dial none\n", &c, err, sizeof(err)) == 0 && !swift_cfg_dials(&c, htonl(0x0a00020f), 18515),
+	      "dial none: nobody");
+	{
+		static const char *bad_dial[] = {"dial 10.0.0.0/8\n",          "dial 10.0.0.0/8 0-10\n",
+						 "dial 10.0.0.0/8 10-70000\n", "dial 10.0.0.0/8 20-10\n",
+						 "dial 10.0.0.0/33 1-2\n",     "dial fd00::/8 1-2\n",
+						 "dial 10.0.0.0/8 1-2x\n",     "dial\n"};
+		size_t k;
+
+		for (k = 0; k < sizeof(bad_dial) / sizeof(bad_dial[0]); k++)
+			check(load(bad_dial[k], &c, err, sizeof(err)) != 0 && strstr(err, ":1:"), bad_dial[k]);
+	}
 	{
 		static const char *bad_accept[] = {"accept 10.0.0.0\n",    "accept 10.0.0.0/33\n",
 						   "accept 300.0.0.0/8\n", "accept 10.0.0.0/8x\n",

@@ -751,6 +751,17 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 		want("p1_accept", "1")
 		want("refused_network", "1")
 		want("refused_auth_from_allowed", "1")
+		// a peer named by host name: its container's /etc/hosts says
+		// "evil" is 127.0.0.1, outside t1's peer rules: never dialed;
+		// "guest" (10.0.2.15) is dialed
+		want("p4_dial", "1")
+		want("evil_connections", "0")
+		if f["evil_refused"] == "" || f["evil_refused"] == "0" {
+			t.Errorf("%s: p4 logged no refusal to dial evil (127.0.0.1): %q", name, f["evil_refused"])
+		}
+		if f["guest_dialed"] == "" || f["guest_dialed"] == "0" {
+			t.Errorf("%s: p4 never dialed guest (10.0.2.15): %q", name, f["guest_dialed"])
+		}
 		// a second zygote on p1's port: refused at Create, nothing left,
 		// p1 untouched
 		if f["port_exit"] == "0" {

@@ -1103,6 +1103,38 @@ EOF
 	fact refused_auth_from_allowed "$(grep -c 'refused peer intruder at 10.0.2.15:[0-9]*: tenant t1: not in this zygote.s peer list' "$W/p1.out")"
 	echo "--- p1.out"; cat "$W/p1.out"
 
+	log "peers named by host name: the address p4's own /etc/hosts gives is checked against tenant t1's peer rules (10.0.2.0/24) before p4 dials it"
+	# "guest" is 10.0.2.15 (allowed: dialed, nobody listens there); "evil"
+	# is 127.0.0.1, where a listener counts what reaches it
+	python3 -c 'import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 18548))
+s.listen(8)
+s.settimeout(0.2)
+n, end = 0, time.time() + 8
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+        n += 1
+        c.close()
+    except socket.timeout:
+        pass
+print(n)' >"$W/evil.count" 2>&1 &
+	lpid=$!
+	# the container's /etc/hosts: the node's, which --net-host binds in
+	printf '127.0.0.1\tlocalhost\n10.0.2.15\tguest\n127.0.0.1\tevil\n' >"$W/p4.hosts"
+	mount --bind "$W/p4.hosts" /etc/hosts || fail "cannot bind p4's hosts file over /etc/hosts"
+	zrun p4 p4 18547 t1 "p5=guest:18549,p6=evil:18548" 1
+	fact p4_dial "$(grep -c '^dial 10.0.2.0/24 1-65535$' /run/swiftvm/containerd/io.containerd.runtime.v2.task/*/p4/swift-pool.conf 2>/dev/null)"
+	wait $lpid
+	fact evil_connections "$(cat "$W/evil.count")"
+	fact evil_refused "$(grep -c "peer p6.* evil resolves to 127.0.0.1, and tenant t1's peer rules do not allow 127.0.0.1:18548: not dialing it" "$W/p4.out")"
+	fact guest_dialed "$(grep -c 'peer p5.* not connected' "$W/p4.out")"
+	echo "--- p4.out"; cat "$W/p4.out"
+	zstop p4
+	umount /etc/hosts
+
 	log "a second zygote asking for p1's port 18545 (any tenant) is refused at Create, and leaves no task and no lease"
 	rf=$(rootfs p3)
 	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" \
