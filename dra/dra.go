@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,6 +195,9 @@ func (d *Driver) Load(ctx context.Context) error {
 		if err := json.Unmarshal(b, &d.prepared); err != nil {
 			return fmt.Errorf("%s: %w: %w", filepath.Join(d.StateDir, stateFile), err, errdefs.ErrDataLoss)
 		}
+		if d.prepared == nil { // "null"
+			d.prepared = map[types.UID][]string{}
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -214,27 +218,28 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 	}
 	d.mu.Lock()
 	old := d.devices
-	d.devices = devs
+	d.mu.Unlock()
 	changed := !sameDevices(old, devs)
+	// the spec first: a claim prepared once the devices are published
+	// names a CDI device the spec has
+	if (changed || old == nil) && len(inv.Devices) > 0 {
+		s, err := cdispec.Spec(inv)
+		if err != nil {
+			return false, err
+		}
+		p, err := cdispec.Write(d.CDIDir, s)
+		if err != nil {
+			return false, err
+		}
+		log.G(ctx).WithField("path", p).WithField("devices", inv.Names()).Info("wrote the CDI spec of the node's rdma devices")
+	}
+	d.mu.Lock()
+	d.devices = devs
 	if changed {
 		close(d.health)
 		d.health = make(chan struct{})
 	}
 	d.mu.Unlock()
-	if changed || old == nil {
-		if len(inv.Devices) == 0 {
-			return changed, nil
-		}
-		s, err := cdispec.Spec(inv)
-		if err != nil {
-			return changed, err
-		}
-		p, err := cdispec.Write(d.CDIDir, s)
-		if err != nil {
-			return changed, err
-		}
-		log.G(ctx).WithField("path", p).WithField("devices", inv.Names()).Info("wrote the CDI spec of the node's rdma devices")
-	}
 	return changed, nil
 }
 
@@ -327,6 +332,13 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 		if dev == nil {
 			return nil, nil, fmt.Errorf("device %s is not on this node now: %w", r.Device, errdefs.ErrNotFound)
 		}
+		devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
+			CDIDeviceIDs: []string{cdispec.Name(dev.Name)}})
+		// admin access (a monitoring claim) shares the device with the
+		// claim that has it: it neither holds it nor is held off
+		if r.AdminAccess != nil && *r.AdminAccess {
+			continue
+		}
 		for uid, held := range d.prepared {
 			if uid == c.UID {
 				continue
@@ -337,9 +349,9 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 				}
 			}
 		}
-		devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
-			CDIDeviceIDs: []string{cdispec.Name(dev.Name)}})
-		names = append(names, r.Device)
+		if !slices.Contains(names, r.Device) {
+			names = append(names, r.Device)
+		}
 	}
 	return devs, names, nil
 }

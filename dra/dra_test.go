@@ -177,6 +177,42 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// TestAdminAccess: an admin-access claim (monitoring) shares a device
+// with the claim that holds it, in either order.
+func TestAdminAccess(t *testing.T) {
+	tr := node(t)
+	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: t.TempDir(), Rescan: time.Second}
+	if err := d.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	admin := claim("adm", "a", "rxe0")
+	yes := true
+	admin.Status.Allocation.Devices.Results[0].AdminAccess = &yes
+	got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{admin, claim("1", "a", "rxe0"), claim("2", "a", "rxe0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["adm"].Err != nil || got["1"].Err != nil || got["2"].Err == nil {
+		t.Errorf("admin %v, claim 1 %v (want both prepared), claim 2 %v (want refused: claim 1 holds rxe0)", got["adm"].Err, got["1"].Err, got["2"].Err)
+	}
+}
+
+// TestLoadNullState: a state file holding null is no prepared claim.
+func TestLoadNullState(t *testing.T) {
+	tr := node(t)
+	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, "prepared.json"), []byte("null"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: state, Rescan: time.Second}
+	if err := d.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{claim("1", "a", "rxe0")}); err != nil || got["1"].Err != nil {
+		t.Errorf("prepare after a null state file: %v %v", got["1"].Err, err)
+	}
+}
+
 func TestLoadCorruptState(t *testing.T) {
 	tr := node(t)
 	state := t.TempDir()

@@ -594,7 +594,7 @@ func TestPeerNetworks(t *testing.T) {
 // restricted; a policy with more than a zygote checks is refused.
 func TestDialRules(t *testing.T) {
 	p, err := Parse("x.toml", []byte(`[tenants.a]
-peers = ["10.0.0.0/8:18515", "10.0.0.0/8:18600-18700", "[fd00::/8]:1", "192.168.1.7/32"]
+peers = ["10.0.0.0/8:18515", "10.0.0.0/8:18600-18700", "[fd00::/8]:1", "192.168.1.7/32", "[::ffff:10.0.0.0/104]:18515"]
 [tenants.none]
 peers = []
 [tenants.any]

@@ -319,7 +319,9 @@ func (t *Tenant) DialRules() ([]PeerRule, bool) {
 	}
 	rules := []PeerRule{}
 	for _, r := range t.Peers {
-		if r.Prefix.Addr().Unmap().Is4() {
+		// an IPv4-mapped IPv6 rule (::ffff:10.0.0.0/104) is an IPv6
+		// one: it matches no address a zygote dials
+		if r.Prefix.Addr().Is4() {
 			rules = append(rules, r)
 		}
 	}

@@ -27,5 +27,6 @@
 #define SWIFT_RECLAIM_US 200000ULL       /* a returned row's sends to drain */
 #define SWIFT_EPHEMERAL_US 5000000ULL    /* a one-off client's rows */
 #define SWIFT_MAINT_US 100000ULL         /* free rows' receive rings */
+#define SWIFT_RESOLVE_US 30000000ULL     /* a peer's host name is looked up again */
 
 #endif

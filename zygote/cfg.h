@@ -14,13 +14,14 @@ struct swift_peer {
 	char host[256];
 	int port;
 	/* run time: */
-	uint32_t addr;    /* resolved IPv4, network order; 0 = unresolved */
-	int resolving;    /* a resolver child is looking host up */
-	uint32_t denied;  /* the last address host resolved to that the tenant's rules refuse (logged once) */
-	int unresolved;   /* host did not resolve last time (logged once) */
-	int connected;    /* our pool to this peer is built */
-	int initial_done; /* our first exchange with it since we started */
-	int link;         /* the conn of our link with it, or -1 */
+	uint32_t addr;        /* resolved IPv4, network order; 0 = unresolved */
+	int resolving;        /* a resolver child is looking host up */
+	uint32_t denied;      /* the last address host resolved to that the tenant's rules refuse (logged once) */
+	int unresolved;       /* host did not resolve last time (logged once) */
+	uint64_t resolved_us; /* when host last resolved to addr */
+	int connected;        /* our pool to this peer is built */
+	int initial_done;     /* our first exchange with it since we started */
+	int link;             /* the conn of our link with it, or -1 */
 	uint32_t link_gen;
 	int nabandoned; /* its QPs we gave up on after it committed them */
 	uint32_t abandoned[SWIFT_X_MAX];

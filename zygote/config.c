@@ -118,21 +118,45 @@ static int parse_accept(struct swift_cfg *c, const char *v)
 	return 0;
 }
 
-/* parse_dial reads "none" or "A.B.C.D/N LO-HI" (IPv4 only: the exchange
- * dials IPv4). */
+/* digits reads a decimal number of 1 to 5 digits (no sign, no space) at
+ * *s up to max, and moves *s past it; -1 if there is none or it is more. */
+static long digits(const char **s, long max)
+{
+	long v = 0;
+	int n = 0;
+
+	while (**s >= '0' && **s <= '9' && n < 6) {
+		v = v * 10 + (**s - '0');
+		(*s)++;
+		n++;
+	}
+	return n == 0 || n > 5 || v > max ? -1 : v;
+}
+
+/* parse_dial reads "none" or "A.B.C.D/N LO-HI" exactly (IPv4 only: the
+ * exchange dials IPv4). */
 static int parse_dial(struct swift_cfg *c, const char *v)
 {
-	unsigned a, b, d, e, n, lo, hi;
-	char tail;
+	const char *slash = strchr(v, '/'), *q;
+	char addr[INET_ADDRSTRLEN];
+	struct in_addr in;
+	long n, lo, hi;
 
 	c->dial_only = 1;
 	if (!strcmp(v, "none"))
 		return 0;
-	if (sscanf(v, "%u.%u.%u.%u/%u %u-%u%c", &a, &b, &d, &e, &n, &lo, &hi, &tail) != 7 || a > 255 || b > 255 ||
-	    d > 255 || e > 255 || n > 32 || lo < 1 || hi > 65535 || lo > hi || c->ndial == SWIFT_MAX_PEERS)
+	if (!slash || slash - v >= (long)sizeof(addr) || c->ndial == SWIFT_MAX_PEERS)
+		return 1;
+	memcpy(addr, v, (size_t)(slash - v));
+	addr[slash - v] = 0;
+	if (inet_pton(AF_INET, addr, &in) != 1)
+		return 1;
+	q = slash + 1;
+	if ((n = digits(&q, 32)) < 0 || *q++ != ' ' || (lo = digits(&q, 65535)) < 1 || *q++ != '-' ||
+	    (hi = digits(&q, 65535)) < lo || *q)
 		return 1;
 	c->dial[c->ndial].mask = n ? 0xffffffffu << (32 - n) : 0;
-	c->dial[c->ndial].net = ((a << 24) | (b << 16) | (d << 8) | e) & c->dial[c->ndial].mask;
+	c->dial[c->ndial].net = ntohl(in.s_addr) & c->dial[c->ndial].mask;
 	c->dial[c->ndial].lo = (int)lo;
 	c->dial[c->ndial].hi = (int)hi;
 	c->ndial++;

@@ -655,15 +655,18 @@ static int local_addr(uint32_t a)
 }
 
 /* peer_from: whether a connection from source (IPv4, network order) may
- * speak for p: any, when p is configured by a host name; else only from
- * that address, or from loopback when that address is one of this
- * network namespace's (a process here can take either as its source). */
+ * speak for p: only from its address (configured, or the one its host
+ * name last resolved to and the tenant's rules allow: none while it has
+ * not), or from loopback when that address is one of this network
+ * namespace's (a process here can take either as its source). */
 static int peer_from(const struct swift_peer *p, uint32_t source)
 {
 	struct in_addr a;
 
 	if (inet_pton(AF_INET, p->host, &a) != 1)
-		return 1;
+		a.s_addr = p->addr;
+	if (!a.s_addr)
+		return 0;
 	if (a.s_addr == source)
 		return 1;
 	return (ntohl(source) >> 24) == 127 && local_addr(a.s_addr);
@@ -748,10 +751,21 @@ static int hello_refused(struct xconn *x, const struct swift_xenv *e)
 		struct in_addr src = {.s_addr = x->source};
 		char sa[INET_ADDRSTRLEN];
 
+		const struct swift_peer *p = &e->cfg->peers[x->peer];
+		struct in_addr at = {.s_addr = p->addr};
+		char pa[32] = "not resolved yet";
+
 		inet_ntop(AF_INET, &src, sa, sizeof(sa));
-		snprintf(x->err, sizeof(x->err),
-			 "tenant %s: peer %s is configured at %s, this connection comes from %s", x->tenant, x->from,
-			 e->cfg->peers[x->peer].host, sa);
+		if (p->addr)
+			inet_ntop(AF_INET, &at, pa, sizeof(pa));
+		if (inet_pton(AF_INET, p->host, &at) == 1)
+			snprintf(x->err, sizeof(x->err),
+				 "tenant %s: peer %s is configured at %s, this connection comes from %s", x->tenant,
+				 x->from, p->host, sa);
+		else
+			snprintf(x->err, sizeof(x->err),
+				 "tenant %s: peer %s is configured at %s (%s), this connection comes from %s",
+				 x->tenant, x->from, p->host, pa, sa);
 		return 1;
 	}
 	return 0;

@@ -62,6 +62,16 @@ static void start_resolver(struct zygote *z, int peer)
 	p->resolving = 1;
 }
 
+/* backoff puts the peer's next try (a dial, or a lookup of its name) off:
+ * 100 ms, doubling up to cap. */
+static void backoff(struct swift_peer *p, int cap)
+{
+	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 100;
+	if (p->backoff_ms > cap)
+		p->backoff_ms = cap;
+	p->next_try_us = swift_now_us() + (uint64_t)p->backoff_ms * 1000;
+}
+
 void swift_resolver_readable(struct zygote *z, int ci)
 {
 	struct conn *c = &z->conns[ci];
@@ -69,11 +79,16 @@ void swift_resolver_readable(struct zygote *z, int ci)
 	uint32_t a = 0;
 
 	/* the answer of a child that ran the container's resolver: checked
-	 * against the tenant's peer rules like any address */
+	 * against the tenant's peer rules like any address. A name that does
+	 * not resolve, or resolves outside them, has no address (a server
+	 * takes no exchange under it) and is looked up again after a backoff,
+	 * never at once: each lookup is a fork */
 	if (read(c->fd, &a, sizeof(a)) != (ssize_t)sizeof(a) || !a) {
 		if (!p->unresolved)
 			zlog(z, "peer %s: cannot resolve %s (trying again until it resolves)", p->name, p->host);
 		p->unresolved = 1;
+		p->addr = 0;
+		backoff(p, 1000);
 	} else if (!swift_cfg_dials(&z->cfg, a, p->port)) {
 		char s[INET_ADDRSTRLEN];
 
@@ -85,11 +100,14 @@ void swift_resolver_readable(struct zygote *z, int ci)
 			     p->name, p->host, s, z->cfg.tenant, s, p->port);
 		}
 		p->denied = a;
+		p->addr = 0;
+		backoff(p, 5000);
 	} else {
 		if (p->unresolved)
 			zlog(z, "peer %s: %s resolves now", p->name, p->host);
 		p->unresolved = 0;
 		p->addr = a;
+		p->resolved_us = swift_now_us();
 	}
 	c->resolver = 0; /* it exits by itself; reaping ignores it */
 	swift_conn_close(z, ci);
@@ -166,10 +184,7 @@ void swift_peer_failed(struct zygote *z, int peer, const char *err, int refused)
 	 * our key is asked again at most every 5 s */
 	int cap = refused ? 5000 : 1000, prev = p->backoff_ms;
 
-	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 100;
-	if (p->backoff_ms > cap)
-		p->backoff_ms = cap;
-	p->next_try_us = swift_now_us() + (uint64_t)p->backoff_ms * 1000;
+	backoff(p, cap);
 	if (refused) {
 		p->key_next++;
 		if (!p->refused)
@@ -525,6 +540,23 @@ void swift_try_listen(struct zygote *z, uint64_t now)
 /* try_peers builds our pools: to each peer whose name sorts after ours,
  * cfg.pool QPs, in exchanges of at most SWIFT_X_MAX; the first after we
  * start tells the peer to drop what it had with our earlier incarnation. */
+/* refresh_peer looks a peer's host name up when it has no address, and
+ * again every SWIFT_RESOLVE_US (a pod that moved has a new one): a server
+ * takes an exchange under a peer's name only from the address its name
+ * resolved to (exchange.c's peer_from), so the side that only accepts
+ * looks its peers up too. */
+static void refresh_peer(struct zygote *z, int peer, uint64_t now)
+{
+	struct swift_peer *p = &z->cfg.peers[peer];
+	struct in_addr in;
+
+	if (p->resolving || now < p->next_try_us || inet_pton(AF_INET, p->host, &in) == 1)
+		return;
+	if (p->addr && now < p->resolved_us + SWIFT_RESOLVE_US)
+		return;
+	start_resolver(z, peer);
+}
+
 void swift_try_peers(struct zygote *z, uint64_t now)
 {
 	int i, row;
@@ -532,6 +564,8 @@ void swift_try_peers(struct zygote *z, uint64_t now)
 	for (i = 0; i < z->cfg.npeers; i++) {
 		struct swift_peer *p = &z->cfg.peers[i];
 		int have = 0, want;
+
+		refresh_peer(z, i, now);
 
 		/* the side with the smaller name builds the pool, the other accepts */
 		if (p->dialing || strcmp(z->cfg.name, p->name) >= 0 || z->cfg.pool == 0 || now < p->next_try_us)

@@ -341,10 +341,22 @@ static void test_config(void)
 	check(load("dial none\n", &c, err, sizeof(err)) == 0 && !swift_cfg_dials(&c, htonl(0x0a00020f), 18515),
 	      "dial none: nobody");
 	{
-		static const char *bad_dial[] = {"dial 10.0.0.0/8\n",          "dial 10.0.0.0/8 0-10\n",
-						 "dial 10.0.0.0/8 10-70000\n", "dial 10.0.0.0/8 20-10\n",
-						 "dial 10.0.0.0/33 1-2\n",     "dial fd00::/8 1-2\n",
-						 "dial 10.0.0.0/8 1-2x\n",     "dial\n"};
+		static const char *bad_dial[] = {"dial 10.0.0.0/8\n",
+						 "dial 10.0.0.0/8 0-10\n",
+						 "dial 10.0.0.0/8 10-70000\n",
+						 "dial 10.0.0.0/8 20-10\n",
+						 "dial 10.0.0.0/33 1-2\n",
+						 "dial fd00::/8 1-2\n",
+						 "dial 10.0.0.0/8 1-2x\n",
+						 "dial\n",
+						 "dial 4294967306.0.0.0/8 1-2\n",
+						 "dial 10.0.0.0/8 -4294967295-10\n",
+						 "dial +10.+0.0.0/8 +1-+2\n",
+						 "dial 10.0.0.0/ 8 1-2\n",
+						 "dial 10.0.0.0/8 1- 2\n",
+						 "dial 10.0.0.0/8 01-000002x\n",
+						 "dial 10.0.0.0/8 1-100000\n",
+						 "dial 10.0.0.0/8  1-2\n"};
 		size_t k;
 
 		for (k = 0; k < sizeof(bad_dial) / sizeof(bad_dial[0]); k++)
@@ -1553,12 +1565,36 @@ static void test_exchange(void)
 	run_pair(a, b, 1, SWIFT_X_INITIAL | SWIFT_X_LINK, NULL, NULL, &ra, &rb);
 	check(ra == XC_HELD && rb == XC_HELD,
 	      "exchange: loopback speaks for a peer configured at an address of this host");
+	/* a peer configured by host name is pinned to the address its name
+	 * resolved to: none before it has, then only that one (a holder of
+	 * the tenant key elsewhere cannot speak under the name) */
 	side_init(a, "a", "t1", K1, "b");
 	side_init(b, "b", "t1", K1, "a");
 	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
 	b->source = htonl(0x0a000002);
 	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
-	check(ra == XC_DONE && rb == XC_DONE, "exchange: a peer configured by host name is not pinned to an address");
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 &&
+		      !strcmp(b->x.err, "tenant t1: peer a is configured at zyg-a.team-a.svc (not resolved yet), this "
+					"connection comes from 10.0.0.2"),
+	      "exchange: a peer configured by host name is refused before its name resolves");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
+	b->cfg.peers[0].addr = htonl(0x0a000001);
+	b->source = htonl(0x0a000002);
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_FAIL && rb == XC_FAIL && b->fake.created == 0 &&
+		      !strcmp(b->x.err, "tenant t1: peer a is configured at zyg-a.team-a.svc (10.0.0.1), this "
+					"connection comes from 10.0.0.2"),
+	      "exchange: a peer configured by host name speaks only from the address it resolved to");
+	side_init(a, "a", "t1", K1, "b");
+	side_init(b, "b", "t1", K1, "a");
+	snprintf(b->cfg.peers[0].host, sizeof(b->cfg.peers[0].host), "zyg-a.team-a.svc");
+	b->cfg.peers[0].addr = htonl(0x0a000002);
+	b->source = htonl(0x0a000002);
+	run_pair(a, b, 1, 0, NULL, NULL, &ra, &rb);
+	check(ra == XC_DONE && rb == XC_DONE,
+	      "exchange: a peer configured by host name is served from its resolved address");
 
 	/* the client dialed b, but reached c (another zygote of the tenant) */
 	side_init(a, "a", "t1", K1, "b");
