@@ -6,8 +6,8 @@
 # go.etcd.io/etcd/server/v3's etcdmain). A complete cached dir costs
 # nothing. Beside them, a device plugin the bed runs on a node:
 # github.com/squat/generic-device-plugin (pinned), which hands out device
-# files by the kubelet's DeviceSpecs. scripts/deps.sh runs this in the
-# background.
+# files by the kubelet's DeviceSpecs, and CoreDNS v1.15.0, the nodes'
+# cluster DNS. scripts/deps.sh runs this in the background.
 # Usage: scripts/deps-k8s.sh CACHE_DIR K8S_VERSION ETCD_VERSION
 set -euo pipefail
 cache=${1:-/var/cache/swift-build}
@@ -23,6 +23,17 @@ if [[ ! -x $dir/generic-device-plugin || $(cat "$dir/generic-device-plugin.versi
   GOBIN="$dir/gdp.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install "github.com/squat/generic-device-plugin@$gdp_version"
   mv "$dir/gdp.tmp/generic-device-plugin" "$dir/generic-device-plugin" && rmdir "$dir/gdp.tmp"
   echo "$gdp_version" >"$dir/generic-device-plugin.version"
+fi
+
+# the cluster DNS: CoreDNS (its kubernetes plugin answers a headless
+# Service's names), its own cache check too
+coredns_version=v1.15.0
+if [[ ! -x $dir/coredns || $(cat "$dir/coredns.version" 2>/dev/null) != "$coredns_version" ]]; then
+  echo "deps-k8s: building github.com/coredns/coredns@$coredns_version into $dir"
+  mkdir -p "$dir" && rm -rf "$dir/coredns.tmp" && mkdir -p "$dir/coredns.tmp"
+  GOBIN="$dir/coredns.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
+  mv "$dir/coredns.tmp/coredns" "$dir/coredns" && rmdir "$dir/coredns.tmp"
+  echo "$coredns_version" >"$dir/coredns.version"
 fi
 
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
@@ -76,7 +87,7 @@ GO
   GOWORK=off GOFLAGS=-mod=mod go mod tidy &&
   GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.tmp/etcd" .)
 echo "kubernetes $k8s_version etcd $etcd_version" >"$dir.tmp/versions"
-for f in generic-device-plugin generic-device-plugin.version; do
+for f in generic-device-plugin generic-device-plugin.version coredns coredns.version; do
   [[ -e $dir/$f ]] && mv "$dir/$f" "$dir.tmp/"
 done
 rm -rf "$dir" && mv "$dir.tmp" "$dir"

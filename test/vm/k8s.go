@@ -54,7 +54,43 @@ const (
 
 // K8sBinaries are the binaries the bed runs, all from one directory.
 var K8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl",
-	"generic-device-plugin"}
+	"generic-device-plugin", "coredns"}
+
+// K8sMemoryMiB is the least memory of a pair guest that is a Kubernetes
+// node (x-k8s).
+const K8sMemoryMiB = 3072
+
+// CoreDNSUser is the identity of the nodes' CoreDNS, and CoreDNSRBAC its
+// rights: what its kubernetes plugin watches (CoreDNS's own deployment
+// manifests grant the same).
+const (
+	CoreDNSUser = "system:swift-bed:coredns"
+	CoreDNSRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: swift-bed:coredns
+rules:
+  - apiGroups: [""]
+    resources: [endpoints, services, pods, namespaces]
+    verbs: [list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: swift-bed:coredns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: swift-bed:coredns
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: ` + CoreDNSUser + `
+`
+)
 
 // ControlPlane is a running control plane on the host.
 type ControlPlane struct {
@@ -248,6 +284,8 @@ func StartControlPlane(ctx context.Context, binDir, dir string, nodes map[string
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil},
 		{"controller-manager", "system:kube-controller-manager", nil, nil},
 		{"scheduler", "system:kube-scheduler", nil, nil},
+		// the nodes' cluster DNS (CoreDNS; its rights: CoreDNSRBAC)
+		{"coredns", CoreDNSUser, nil, nil},
 	}
 	for n := range nodes {
 		certs = append(certs, certSpec{"node-" + n, "system:node:" + n, []string{"system:nodes"}, nil})
@@ -284,6 +322,9 @@ func StartControlPlane(ctx context.Context, binDir, dir string, nodes map[string
 			return nil, err
 		}
 		if err := p.kubeconfig(filepath.Join(nd, "kubeconfig"), cp.GuestURL, "node-"+n); err != nil {
+			return nil, err
+		}
+		if err := p.kubeconfig(filepath.Join(nd, "coredns.kubeconfig"), cp.GuestURL, "coredns"); err != nil {
 			return nil, err
 		}
 		ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))

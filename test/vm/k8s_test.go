@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ const (
 	K8sRuntime   = "k8s-runtimeclass"
 	K8sRefusal   = "k8s-refusal"
 	K8sDevPlugin = "k8s-device-plugin"
+	K8sDRA       = "k8s-dra"
 	K8sZygotes   = "k8s-zygotes"
 	K8sLifecycle = "k8s-lifecycle"
 	K8sPodStart  = "k8s-pod-start"
@@ -39,7 +41,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sZygotes, K8sLifecycle, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodStart}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -156,6 +158,32 @@ func (b *k8sBed) waitRunning(ctx context.Context, ns, pod string, within time.Du
 	return nil
 }
 
+// start applies yaml and waits until pod (of team-a) is Running, recording
+// a failure of check c otherwise.
+func (b *k8sBed) start(ctx context.Context, c, yaml, pod string, within time.Duration) bool {
+	if err := b.apply(ctx, yaml); err != nil {
+		b.fail(c, "apply %s: %v", pod, err)
+		return false
+	}
+	if err := b.waitRunning(ctx, "team-a", pod, within); err != nil {
+		b.fail(c, "%s Running: %v", pod, err)
+		return false
+	}
+	return true
+}
+
+// zygoteOf is the tenant and device of the zygote of pod (of team-a)'s
+// worker container, as swift-run --status says once it answers.
+func (b *k8sBed) zygoteOf(ctx context.Context, pod string) string {
+	var st string
+	until(ctx, time.Minute, func() (bool, error) {
+		var err error
+		st, err = b.exec(ctx, "team-a", pod, "worker", "/.swift/bin/swift-run", "--status")
+		return err == nil && strings.HasPrefix(st, "zygote "), err
+	})
+	return sub(st, `(?m)^zygote \S+ tenant (\S+ device \S+)`)
+}
+
 // exec runs a command in a pod's container through the API server and the
 // kubelet (kubectl exec).
 func (b *k8sBed) exec(ctx context.Context, ns, pod, ctr string, cmd ...string) (string, error) {
@@ -183,6 +211,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.runtimeClass(ctx)
 	b.refusal(ctx)
 	b.devicePlugin(ctx)
+	b.dra(ctx)
 	b.zygotes(ctx)
 	b.lifecycle(ctx)
 	b.podStart(ctx)
@@ -196,6 +225,11 @@ func (b *k8sBed) run(ctx context.Context) {
 
 func (b *k8sBed) nodesReady(ctx context.Context) bool {
 	c := K8sNodes
+	// the cluster DNS's rights (CoreDNS runs on each node from its start)
+	if err := b.apply(ctx, CoreDNSRBAC); err != nil {
+		b.fail(c, "CoreDNS's RBAC: %v", err)
+		return false
+	}
 	start := time.Now()
 	ready := map[string]time.Duration{}
 	err := until(ctx, 10*time.Minute, func() (bool, error) {
@@ -223,6 +257,15 @@ func (b *k8sBed) nodesReady(ctx context.Context) bool {
 	for _, n := range []string{NodeA, NodeB} {
 		v, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}")
 		b.fact(c, n+".version", strings.TrimSpace(v))
+		// the runtime entry swiftctl install containerd made (guest/k8s.sh's
+		// install_runtime), as containerd reports it to the kubelet
+		h, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", "jsonpath={.status.runtimeHandlers[*].name}")
+		hs := strings.Fields(h)
+		sort.Strings(hs)
+		b.fact(c, n+".runtime_handlers", strings.Join(hs, " "))
+		if out, err := os.ReadFile(filepath.Join(b.dir, n, "install.out")); err == nil {
+			b.fact(c, n+".install", firstLines(string(out), `^(create|add|restart) |^  (BinaryName|SwiftConfig|runtime_type) = `))
+		}
 		b.fact(c, n+".ready", "True")
 		// from the kubelet's start on the node (its marker in the shared dir)
 		if st, err := os.Stat(filepath.Join(b.dir, n+".started")); err == nil {
@@ -248,7 +291,13 @@ func (b *k8sBed) example(name string) (string, error) {
 // pinned adds a nodeSelector for node to every Pod of a manifest (a pod
 // whose peers are named by node address must run on that node).
 func pinned(yaml, node string) string {
-	return strings.ReplaceAll(yaml, "\nspec:\n", "\nspec:\n  nodeSelector: {kubernetes.io/hostname: "+node+"}\n")
+	docs := strings.Split(yaml, "\n---\n")
+	for i, d := range docs {
+		if regexp.MustCompile(`(?m)^kind: Pod$`).MatchString(d) {
+			docs[i] = strings.Replace(d, "\nspec:\n", "\nspec:\n  nodeSelector: {kubernetes.io/hostname: "+node+"}\n", 1)
+		}
+	}
+	return strings.Join(docs, "\n---\n")
 }
 
 func (b *k8sBed) runtimeClass(ctx context.Context) {
@@ -426,58 +475,19 @@ func (b *k8sBed) devicePlugin(ctx context.Context) {
 		return
 	}
 	pod := func(name, node string) string {
-		sel := ""
-		if node != "" {
-			sel = "  nodeSelector: {kubernetes.io/hostname: " + node + "}\n"
-		}
-		return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: team-a
-  annotations:
-    swift.io/rdma: "true"
-    swift.io/zygote: "true"
-spec:
-  runtimeClassName: swift
-%s  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: worker
-      image: %s
-      command: ["/bin/worker"]
-      resources:
-        limits:
-          swift.io/rdma-rxe1: 1
-`, name, sel, k8sWorkerRef)
+		return zygotePod(name, node, "      resources:\n        limits:\n          swift.io/rdma-rxe1: 1\n")
 	}
-	if err := b.apply(ctx, pod("dp-0", "")); err != nil {
-		b.fail(c, "apply dp-0: %v", err)
-		return
-	}
-	if err := b.waitRunning(ctx, "team-a", "dp-0", 3*time.Minute); err != nil {
-		b.fail(c, "dp-0 Running: %v", err)
+	if !b.start(ctx, c, pod("dp-0", ""), "dp-0", 3*time.Minute) {
 		return
 	}
 	n, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-0", "-o", "jsonpath={.spec.nodeName}")
 	b.fact(c, "dp-0.node", strings.TrimSpace(n))
 	b.inside(ctx, c, "dp-0", "team-a", "dp-0", "worker")
-	var st string
-	until(ctx, time.Minute, func() (bool, error) {
-		var err error
-		st, err = b.exec(ctx, "team-a", "dp-0", "worker", "/.swift/bin/swift-run", "--status")
-		return err == nil && strings.HasPrefix(st, "zygote "), err
-	})
-	b.fact(c, "dp-0.zygote", sub(st, `(?m)^zygote \S+ tenant (\S+ device \S+)`))
+	b.fact(c, "dp-0.zygote", b.zygoteOf(ctx, "dp-0"))
 	// the same pod without the request: every device team-a may use
 	none := strings.Replace(strings.Replace(pod("dp-none", NodeA), "      resources:\n        limits:\n          swift.io/rdma-rxe1: 1\n", "", 1),
 		"    swift.io/zygote: \"true\"\n", "", 1)
-	if err := b.apply(ctx, none); err != nil {
-		b.fail(c, "apply dp-none: %v", err)
-		return
-	}
-	if err := b.waitRunning(ctx, "team-a", "dp-none", 3*time.Minute); err != nil {
-		b.fail(c, "dp-none Running: %v", err)
+	if !b.start(ctx, c, none, "dp-none", 3*time.Minute) {
 		return
 	}
 	b.inside(ctx, c, "dp-none", "team-a", "dp-none", "worker")
@@ -510,6 +520,202 @@ spec:
 	ph, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dp-1", "-o", "jsonpath={.status.phase} {.spec.nodeName}")
 	b.fact(c, "dp-1.after", strings.TrimSpace(ph))
 	b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dp-1", "dp-b", "--wait=true", "--timeout=2m")
+}
+
+// dra: Swift's node agent, swift-node (its DRA driver rdma.swift.io),
+// runs on both nodes; node a has rxe1 beside rxe0. The ResourceSlices list
+// each node's devices with their attributes; examples/dra/claim.yaml's pod
+// (pinned to node b) is allocated b's rxe0 by the real scheduler, prepared
+// as its CDI name, and Swift configures exactly it. A claim selecting by
+// attribute (netdev k8sdp0) gets rxe1, and its zygote pod lands on a; a
+// second such claim stays Pending. The link under rxe1 going down shows as
+// the slice's portState and as Unhealthy in the pod's status, and healthy
+// again once it is back up. A restart of the agent loses nothing: the pod
+// runs on, and once it is deleted the second claim's pod gets rxe1.
+func (b *k8sBed) dra(ctx context.Context) {
+	c := K8sDRA
+	defer b.onNode(NodeA, "dra_stop; rxe1_stop", time.Minute)
+	out, err := b.onNode(NodeA, "rxe1_start && dra_start", time.Minute)
+	if err != nil {
+		b.fail(c, "start swift-node on a: %v", err)
+		return
+	}
+	b.fact(c, "a.started", strings.Join(strings.Fields(out), " "))
+	defer b.onNode(NodeB, "dra_stop", time.Minute)
+	if _, err := b.onNode(NodeB, "dra_start", time.Minute); err != nil {
+		b.fail(c, "start swift-node on b: %v", err)
+		return
+	}
+	// the slices: pool (node) and device names, and rxe1's attributes
+	slices := func() string {
+		out, _ := b.cp.Kubectl(ctx, "get", "resourceslices", "-o",
+			`jsonpath={range .items[?(@.spec.driver=="rdma.swift.io")]}{.spec.pool.name}:{.spec.nodeName}:{range .spec.devices[*]}{.name},{end}{"\n"}{end}`)
+		l := strings.Fields(out)
+		sort.Strings(l)
+		return strings.Join(l, " ")
+	}
+	attr := func(node, dev, a string) string {
+		out, _ := b.cp.Kubectl(ctx, "get", "resourceslices", "-o", fmt.Sprintf(
+			`jsonpath={range .items[?(@.spec.nodeName=="%s")]}{.spec.devices[?(@.name=="%s")].attributes.%s}{end}`, node, dev, a))
+		return strings.TrimSpace(out)
+	}
+	err = until(ctx, 2*time.Minute, func() (bool, error) { return slices() == "a:a:rxe0,rxe1, b:b:rxe0,", nil })
+	b.fact(c, "slices", slices())
+	if err != nil {
+		b.fail(c, "both nodes' ResourceSlices: %v", err)
+		return
+	}
+	for _, a := range []string{"name", "netdev", "linkLayer", "portState", "softRoCE"} {
+		b.fact(c, "rxe1."+a, attr(NodeA, "rxe1", a))
+	}
+	out, _ = b.kubectl(ctx, "get", "resourceslices", "-o", "wide")
+	b.fact(c, "get_resourceslices", strings.Join(strings.Fields(strings.ReplaceAll(out, "\n", " | ")), " "))
+	// the example, its pod pinned to node b
+	y, err := b.example("dra/claim.yaml")
+	if err == nil {
+		err = b.apply(ctx, pinned(y, NodeB))
+	}
+	if err != nil {
+		b.fail(c, "apply examples/dra/claim.yaml: %v", err)
+		return
+	}
+	// a claim's allocation: driver, pool, device
+	alloc := func(claim string) string {
+		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "resourceclaim", claim, "-o",
+			"jsonpath={range .status.allocation.devices.results[*]}{.driver} {.pool} {.device}{end}")
+		return strings.TrimSpace(out)
+	}
+	if err := b.waitRunning(ctx, "team-a", "worker-dra", 3*time.Minute); err != nil {
+		b.fail(c, "worker-dra Running: %v", err)
+	} else {
+		// the claim the template made for the pod
+		claim, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "worker-dra", "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}")
+		b.fact(c, "worker-dra.allocation", alloc(strings.TrimSpace(claim)))
+		b.inside(ctx, c, "worker-dra", "team-a", "worker-dra", "worker")
+	}
+	// a claim selecting by attribute: the device on netdev k8sdp0
+	claim := func(name string) string {
+		return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: %s
+  namespace: team-a
+spec:
+  devices:
+    requests:
+      - name: nic
+        exactly:
+          deviceClassName: swift-rdma
+          selectors:
+            - cel:
+                expression: device.attributes["rdma.swift.io"].netdev == "k8sdp0"
+`, name)
+	}
+	uses := func(claim string) string {
+		return "      resources:\n        claims:\n          - name: nic\n  resourceClaims:\n    - name: nic\n      resourceClaimName: " + claim + "\n"
+	}
+	if !b.start(ctx, c, claim("rxe1-0")+"---\n"+zygotePod("dra-0", "", uses("rxe1-0")), "dra-0", 3*time.Minute) {
+		return
+	}
+	n, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dra-0", "-o", "jsonpath={.spec.nodeName}")
+	b.fact(c, "dra-0.node", strings.TrimSpace(n))
+	b.fact(c, "dra-0.allocation", alloc("rxe1-0"))
+	b.inside(ctx, c, "dra-0", "team-a", "dra-0", "worker")
+	b.fact(c, "dra-0.zygote", b.zygoteOf(ctx, "dra-0"))
+	// a second claim of the same device: Pending
+	if err := b.apply(ctx, claim("rxe1-1")+"---\n"+zygotePod("dra-1", "", uses("rxe1-1"))); err != nil {
+		b.fail(c, "apply dra-1: %v", err)
+		return
+	}
+	var msg string
+	until(ctx, 2*time.Minute, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "-n", "team-a", "get", "events", "--field-selector",
+			"involvedObject.name=dra-1,reason=FailedScheduling", "-o", "jsonpath={.items[*].message}")
+		msg = strings.TrimSpace(out)
+		return err == nil && msg != "", err
+	})
+	b.fact(c, "dra-1.scheduling", msg)
+	ph, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dra-1", "-o", "jsonpath={.status.phase}")
+	b.fact(c, "dra-1.phase", strings.TrimSpace(ph))
+	// health: the link under rxe1 goes down, then up again
+	health := func() string {
+		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dra-0", "-o",
+			`jsonpath={range .status.containerStatuses[*].allocatedResourcesStatus[*]}{.name} {range .resources[*]}{.resourceID} {.health}{end}{end}`)
+		return strings.TrimSpace(out)
+	}
+	for _, step := range []struct{ link, state, health string }{
+		{"", "ACTIVE", "Healthy"}, {"down", "DOWN", "Unhealthy"}, {"up", "ACTIVE", "Healthy"},
+	} {
+		key := "link_" + step.link
+		if step.link == "" {
+			key = "link_initial"
+		} else if _, err := b.onNode(NodeA, "ip link set k8sdp0 "+step.link, time.Minute); err != nil {
+			b.fail(c, "link %s: %v", step.link, err)
+			return
+		}
+		start := time.Now()
+		want := "claim:nic swift.io/rdma=rxe1 " + step.health
+		err := until(ctx, 2*time.Minute, func() (bool, error) {
+			return attr(NodeA, "rxe1", "portState") == `{"string":"`+step.state+`"}` && health() == want, nil
+		})
+		b.fact(c, key+".port_state", attr(NodeA, "rxe1", "portState"))
+		b.fact(c, key+".health", health())
+		if err == nil && step.link != "" {
+			b.fact(c, key+".seen_s", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
+		}
+	}
+	// the agent restarts: nothing is lost
+	if _, err := b.onNode(NodeA, "dra_stop && dra_start", time.Minute); err != nil {
+		b.fail(c, "restart swift-node on a: %v", err)
+	}
+	ph, _ = b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dra-0", "-o", `jsonpath={.status.phase} {.status.containerStatuses[0].restartCount}`)
+	b.fact(c, "dra-0.after_agent_restart", strings.TrimSpace(ph)+" "+b.zygoteOf(ctx, "dra-0"))
+	st, _ := b.nodeState(NodeA)
+	b.fact(c, "node_a", st)
+	if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dra-0", "--wait=true", "--timeout=2m"); err != nil {
+		b.fail(c, "delete dra-0: %v", err)
+	}
+	b.kubectl(ctx, "-n", "team-a", "delete", "resourceclaim", "rxe1-0", "--wait=true", "--timeout=2m")
+	if err := b.waitRunning(ctx, "team-a", "dra-1", 3*time.Minute); err != nil {
+		b.fail(c, "dra-1 once dra-0 and its claim are gone: %v", err)
+	}
+	ph, _ = b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "dra-1", "-o", "jsonpath={.status.phase} {.spec.nodeName}")
+	b.fact(c, "dra-1.after", strings.TrimSpace(ph)+" "+alloc("rxe1-1"))
+	b.kubectl(ctx, "-n", "team-a", "delete", "pod", "dra-1", "worker-dra", "--wait=true", "--timeout=2m")
+	b.kubectl(ctx, "-n", "team-a", "delete", "resourceclaim", "rxe1-1", "--wait=true", "--timeout=2m")
+	if out, err := b.cp.KubectlIn(ctx, y, "delete", "-f", "-", "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
+		b.fail(c, "delete examples/dra/claim.yaml: %v: %s", err, out)
+	}
+	for _, nd := range []string{NodeA, NodeB} {
+		st, _ := b.nodeState(nd)
+		b.fact(c, nd+".after_delete", sub(st, `^(leases \d+; shims \d+; zygotes \d+)`))
+	}
+}
+
+// zygotePod is a host-network zygote pod of team-a (on node, if given),
+// its container's resources as given (YAML at the container's indent).
+func zygotePod(name, node, resources string) string {
+	sel := ""
+	if node != "" {
+		sel = "  nodeSelector: {kubernetes.io/hostname: " + node + "}\n"
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: team-a
+  annotations:
+    swift.io/rdma: "true"
+    swift.io/zygote: "true"
+spec:
+  runtimeClassName: swift
+%s  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: worker
+      image: %s
+      command: ["/bin/worker"]
+%s`, name, sel, k8sWorkerRef, resources)
 }
 
 // zygotes: the tenant keyring reaches both nodes through the example
@@ -558,20 +764,33 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		b.fail(c, "%v", err)
 		return
 	}
-	// trainer-1, as the example's comment has it: trainer-0's mirror on b
-	t1 := strings.NewReplacer("trainer-0", "trainer-1", "trainer-1-worker=10.0.3.2", "trainer-0-worker="+NodeAIP).Replace(t0)
-	for _, p := range []struct{ y, node string }{{t0, NodeA}, {t1, NodeB}} {
-		if err := b.apply(ctx, pinned(p.y, p.node)); err != nil {
-			b.fail(c, "apply trainer on %s: %v", p.node, err)
+	// trainer-1, as the example's comment has it: trainer-0 with 0 and 1
+	// swapped. trainer-0 is pinned to node a (the lifecycle check restarts
+	// a's kubelet); the scheduler places trainer-1, and the anti-affinity
+	// keeps it off a.
+	t1 := strings.NewReplacer("trainer-0", "trainer-1", "trainer-1", "trainer-0").Replace(t0)
+	for _, y := range []string{pinned(t0, NodeA), t1} {
+		if err := b.apply(ctx, y); err != nil {
+			b.fail(c, "apply a trainer: %v", err)
 			return
 		}
 	}
+	var nodes []string
 	for _, p := range []string{"trainer-0", "trainer-1"} {
 		if err := b.waitRunning(ctx, "team-a", p, 4*time.Minute); err != nil {
 			b.fail(c, "%s Running: %v", p, err)
 			return
 		}
+		n, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", p, "-o", "jsonpath={.spec.nodeName}")
+		nodes = append(nodes, p+" "+strings.TrimSpace(n))
 	}
+	b.fact(c, "nodes", strings.Join(nodes, ", "))
+	// the headless Service's names, as the cluster DNS answers them
+	ep, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "endpointslices", "-l", "kubernetes.io/service-name=trainer", "-o",
+		`jsonpath={range .items[*].endpoints[*]}{.hostname}={.addresses[0]} {end}`)
+	eps := strings.Fields(ep)
+	sort.Strings(eps)
+	b.fact(c, "endpoints", strings.Join(eps, " "))
 	// the sidecar: the pod's devices, its own command, no zygote
 	sc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", "trainer-0", "-o",
 		`jsonpath={.status.containerStatuses[?(@.name=="log-shipper")].restartCount} {.status.containerStatuses[?(@.name=="log-shipper")].ready}`)
@@ -745,6 +964,12 @@ func (b *k8sBed) containerRestart(ctx context.Context) {
 // runc, alternating, on node a (k8s.pod_start_ms).
 func (b *k8sBed) podStart(ctx context.Context) {
 	c := K8sPodStart
+	// the nodes' memory (KiB: total, available) with the bed's agents and
+	// no pods of the checks left
+	for _, n := range []string{NodeA, NodeB} {
+		out, _ := b.onNode(n, `awk '/^MemTotal|^MemAvailable/ {printf "%s ", $2}' /proc/meminfo`, time.Minute)
+		b.fact(c, n+".mem_kib", strings.TrimSpace(out))
+	}
 	var ms = map[string][]float64{}
 	for i := 0; i < b.runs; i++ {
 		for _, kind := range []string{"runc", "swift"} {
@@ -825,6 +1050,11 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				for _, n := range []string{NodeA, NodeB} {
 					want(n+".version", K8sVersion)
 					want(n+".ready", "True")
+					want(n+".runtime_handlers", "runc swift")
+					match(n+".install", `^create drop-in: /run/swiftvm/conf\.d/swift\.toml \| `+
+						`add "/run/swiftvm/conf\.d/\*\.toml" to imports: /run/swiftvm/containerd\.toml \| `+
+						`restart containerd to apply .* \| `+
+						`runtime_type = "io\.containerd\.swift\.v2" \| BinaryName = "/\S+/runc" \| SwiftConfig = "/run/swiftvm/swift\.toml"$`)
 				}
 			case K8sRuntime:
 				want("swift.runtimeclass_node", "swift a")
@@ -864,13 +1094,49 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("dp-b.phase", "Pending")
 				match("node_a", `^leases 2; shims 2; zygotes 1; `) // dp-0 and rdma-worker
 				want("dp-1.after", "Running a")
+			case K8sDRA:
+				want("slices", "a:a:rxe0,rxe1, b:b:rxe0,")
+				want("rxe1.name", `{"string":"rxe1"}`)
+				want("rxe1.netdev", `{"string":"k8sdp0"}`)
+				want("rxe1.linkLayer", `{"string":"Ethernet"}`)
+				want("rxe1.portState", `{"string":"ACTIVE"}`)
+				want("rxe1.softRoCE", `{"bool":true}`)
+				want("worker-dra.allocation", "rdma.swift.io b rxe0")
+				want("worker-dra.uverbs", "1")
+				want("worker-dra.devices_env", "rxe0")
+				want("worker-dra.memlock", "1048576")
+				want("worker-dra.rdma_max", "rxe0 hca_handle=4 hca_object=512")
+				want("dra-0.node", NodeA)
+				want("dra-0.allocation", "rdma.swift.io a rxe1")
+				want("dra-0.uverbs", "1")
+				want("dra-0.devices_env", "rxe1")
+				want("dra-0.rdma_max", "rxe0 hca_handle=max hca_object=max rxe1 hca_handle=4 hca_object=512")
+				want("dra-0.zygote", "team-a device rxe1")
+				match("dra-1.scheduling", `cannot allocate all claims`)
+				want("dra-1.phase", "Pending")
+				for _, st := range []struct{ k, state, health string }{
+					{"link_initial", "ACTIVE", "Healthy"}, {"link_down", "DOWN", "Unhealthy"}, {"link_up", "ACTIVE", "Healthy"},
+				} {
+					want(st.k+".port_state", `{"string":"`+st.state+`"}`)
+					want(st.k+".health", "claim:nic swift.io/rdma=rxe1 "+st.health)
+				}
+				match("link_down.seen_s", `^[0-9]+\.[0-9]$`)
+				match("link_up.seen_s", `^[0-9]+\.[0-9]$`)
+				want("dra-0.after_agent_restart", "Running 0 team-a device rxe1")
+				match("node_a", `^leases 2; shims 2; zygotes 1; `) // dra-0 and rdma-worker (worker-dra is on b, dra-1 Pending)
+				want("dra-1.after", "Running a rdma.swift.io a rxe1")
+				want("a.after_delete", "leases 1; shims 1; zygotes 0")
+				want("b.after_delete", "leases 0; shims 0; zygotes 0")
 			case K8sZygotes:
 				want("sidecar.state", "0 true")
 				want("sidecar.uverbs", "1")
 				want("sidecar.devices_env", "rxe0")
 				want("a.keys", "400 0 same")
 				want("b.keys", "400 0 same")
-				match("status", `peer trainer-1-worker\.team-a \S+ connected`)
+				want("nodes", "trainer-0 a, trainer-1 b")
+				want("endpoints", "trainer-0="+NodeAIP+" trainer-1="+NodeBIP)
+				// the peer as the example names it: its DNS name
+				match("status", `peer trainer-1-worker\.team-a trainer-1\.trainer\.team-a\.svc\.cluster\.local:18515 connected`)
 				want("pingpong_verified", "1000")
 				want("echo", "echo: 1000 messages")
 				want("exec_swift_run_n", strconv.Itoa(b.runs))

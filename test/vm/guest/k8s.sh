@@ -19,9 +19,10 @@ kubelet_start() {
 	log "kubelet started (pid $!)"
 }
 
-# kubelet_stop: the kubelet only; its pods and their containers go on.
-kubelet_stop() {
-	p=$(cat "$W/kubelet.pid" 2>/dev/null) || return 0
+# stop_pidfile FILE: ends the process whose pid FILE holds (TERM, then
+# KILL after 10 s) and removes FILE; nothing when there is no FILE.
+stop_pidfile() {
+	p=$(cat "$1" 2>/dev/null) || return 0
 	kill "$p" 2>/dev/null
 	i=0
 	while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do
@@ -29,17 +30,19 @@ kubelet_stop() {
 		i=$((i + 1))
 	done
 	kill -9 "$p" 2>/dev/null
-	rm -f "$W/kubelet.pid"
+	rm -f "$1"
+}
+
+# kubelet_stop: the kubelet only; its pods and their containers go on.
+kubelet_stop() {
+	stop_pidfile "$W/kubelet.pid"
 	log "kubelet stopped"
 }
 
-# dp_start: a second soft-RoCE device, rxe1 on a veth, and the generic
-# device plugin (github.com/squat/generic-device-plugin) with one device
-# group, rxe1's uverbs node and rdma_cm: the extended resource
-# swift.io/rdma-rxe1, count 1, handed out by DeviceSpecs.
-dp_start() {
-	# (an IPv4 address on it: a host-network pod's device needs a GID for
-	# an address of the pod's namespace)
+# rxe1_start: a second soft-RoCE device on node a, rxe1 on a veth (with an
+# IPv4 address: a host-network pod's device needs a GID for an address of
+# the pod's namespace); prints its uverbs node.
+rxe1_start() {
 	ip link add k8sdp0 type veth peer name k8sdp1 && ip addr add 10.99.0.1/24 dev k8sdp0 &&
 		ip link set k8sdp0 up && ip link set k8sdp1 up &&
 		rdma link add rxe1 type rxe netdev k8sdp0 || { echo "cannot make rxe1"; return 1; }
@@ -51,21 +54,115 @@ dp_start() {
 		[ $i -lt 50 ] || { echo "no uverbs node of rxe1 ($u)"; return 1; }
 		sleep 0.1
 	done
+	echo "rxe1 is $u"
+}
+
+rxe1_stop() {
+	rdma link del rxe1 2>/dev/null
+	ip link del k8sdp0 2>/dev/null
+	true
+}
+
+# dp_start: rxe1 and the generic device plugin
+# (github.com/squat/generic-device-plugin) with one device group, rxe1's
+# uverbs node and rdma_cm: the extended resource swift.io/rdma-rxe1,
+# count 1, handed out by DeviceSpecs.
+dp_start() {
+	rxe1_start || return 1
 	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_K8S_DIR/generic-device-plugin" /var/lib/swiftvm-k8s/
 	setsid /var/lib/swiftvm-k8s/generic-device-plugin --domain swift.io --listen 127.0.0.1:8080 \
 		--device '{"name": "rdma-rxe1", "groups": [{"count": 1, "paths": [{"path": "/dev/infiniband/'"$u"'"}, {"path": "/dev/infiniband/rdma_cm"}]}]}' \
 		>>"$R/device-plugin.log" 2>&1 </dev/null &
 	echo $! >"$W/dp.pid"
-	echo "device plugin started: rxe1 is $u"
+	echo "device plugin started"
 }
 
 dp_stop() {
 	[ -f "$W/dp.pid" ] || return 0
 	kill "$(cat "$W/dp.pid")" 2>/dev/null
 	rm -f "$W/dp.pid"
-	rdma link del rxe1 2>/dev/null
-	ip link del k8sdp0 2>/dev/null
-	true
+	rxe1_stop
+}
+
+# dra_start: Swift's node agent, swift-node, the DRA driver rdma.swift.io:
+# as a node binary with the kubelet's credentials (the Node authorizer
+# lets a node manage its own ResourceSlices and read its pods' claims),
+# writing the CDI spec where this node's containerd reads CDI specs.
+dra_start() {
+	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_BIN_DIR/swift-node" /var/lib/swiftvm-k8s/ || return 1
+	setsid /var/lib/swiftvm-k8s/swift-node --kubeconfig "$K8S/$NODE/kubeconfig" --node-name "$NODE" \
+		--config "$W/swift.toml" --cdi-dir "$W/cdi" --rescan 2s >>"$R/swift-node.log" 2>&1 </dev/null &
+	echo $! >"$W/dra.pid"
+	i=0
+	until [ -S /var/lib/kubelet/plugins/rdma.swift.io/dra.sock ]; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || { echo "swift-node made no socket in 30 s"; tail -n 20 "$R/swift-node.log"; return 1; }
+		kill -0 "$(cat "$W/dra.pid")" 2>/dev/null || { echo "swift-node exited"; tail -n 20 "$R/swift-node.log"; return 1; }
+		sleep 0.1
+	done
+	echo "swift-node started"
+}
+
+dra_stop() {
+	stop_pidfile "$W/dra.pid"
+}
+
+# coredns_start: the cluster DNS, on this node's address, port 53 (the
+# kubelet's clusterDNS: a node-local resolver); its kubernetes plugin
+# answers the cluster's names (a headless Service's pods by hostname)
+# with the bed's CoreDNS identity, and nothing else (no upstream: the
+# nodes are air-gapped).
+coredns_start() {
+	cp "$SWIFTVM_K8S_DIR/coredns" /var/lib/swiftvm-k8s/ || return 1
+	cat >"$W/Corefile" <<EOF
+.:53 {
+    bind $MYIP
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $K8S/$NODE/coredns.kubeconfig
+        ttl 5
+        fallthrough in-addr.arpa ip6.arpa
+    }
+}
+EOF
+	setsid /var/lib/swiftvm-k8s/coredns -conf "$W/Corefile" >>"$R/coredns.log" 2>&1 </dev/null &
+	echo $! >"$W/coredns.pid"
+	log "coredns started (pid $!)"
+}
+
+# install_runtime: the node's containerd gets Swift's runtime entry the way
+# the README tells an operator. Its CRI config has a runc entry, as a
+# node's has (the runner's config, without the swift entry it writes for
+# the other scenarios); swiftctl install containerd adds the drop-in that
+# copies runc's options, and containerd restarts (no SWIFT_CONFIG in its
+# environment: the entry names the node config). The output and the
+# drop-in go to K8S/<node>/install.out for the host's checks.
+install_runtime() {
+	cfg=$W/containerd.toml
+	awk '/^\[plugins\."io\.containerd\.cri\.v1\.runtime"\.containerd\.runtimes\.swift\]/ {skip = 1; next}
+		/^\[/ {skip = 0} !skip' "$cfg" >"$cfg.new" || return 1
+	printf '%s\n' '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]' \
+		'  runtime_type = "io.containerd.runc.v2"' \
+		'[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]' \
+		"  BinaryName = \"$(command -v runc)\"" \
+		'  SystemdCgroup = false' >>"$cfg.new"
+	mv "$cfg.new" "$cfg" || return 1
+	swiftctl install containerd --config "$cfg" --swift-config "$W/swift.toml" >"$K8S/$NODE/install.out" 2>&1 || {
+		cat "$K8S/$NODE/install.out"
+		return 1
+	}
+	cat "$W/conf.d/swift.toml" >>"$K8S/$NODE/install.out"
+	stop_pidfile "$W/containerd.pid"
+	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH setsid env -u SWIFT_CONFIG \
+		"$SWIFTVM_CONTAINERD_DIR/containerd" --config "$cfg" >>"$R/containerd.log" 2>&1 </dev/null &
+	echo $! >"$W/containerd.pid"
+	i=0
+	until ctr --address "$W/containerd.sock" version >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 120 ] || { echo "containerd not ready 60 s after its restart"; return 1; }
+		sleep 0.5
+	done
+	log "containerd restarted with the swift runtime entry swiftctl installed"
 }
 
 scenario_x_k8s() {
@@ -104,6 +201,8 @@ scenario_x_k8s() {
 		echo "policy_path = \"$W/policy.toml\""
 		sed -e '/^policy_path = /d' -e 's#^keys_dir = .*#keys_dir = "/etc/swift/keys"#' "$W/swift.default.toml"
 	} >"$W/swift.toml"
+	STEP=install
+	install_runtime || fail "install the swift runtime into containerd"
 	# the examples' images, preloaded as an air-gapped node has them: the
 	# guest's image (busybox and the examples' /bin/worker) stands for each
 	# (registry.example/log-shipper:1.0 is imported: its command waits)
@@ -124,6 +223,7 @@ cgroupDriver: cgroupfs
 failSwapOn: false
 resolvConf: $W/resolv.conf
 clusterDomain: cluster.local
+clusterDNS: [$MYIP]
 localStorageCapacityIsolation: false
 evictionHard: {}
 imageGCHighThresholdPercent: 100
@@ -135,6 +235,7 @@ EOF
 	STEP=kubelet
 	# a local copy: big binaries read over 9p have locked the guest up
 	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_K8S_DIR/kubelet" /var/lib/swiftvm-k8s/ || fail "cannot copy the kubelet"
+	coredns_start || fail "cannot start coredns"
 	kubelet_start
 	touch "$K8S/$NODE.started"
 	# the host's requests, until it is done (or the scenario times out)
@@ -153,6 +254,9 @@ EOF
 	done
 	STEP=teardown
 	dp_stop
+	dra_stop
+	rxe1_stop
+	stop_pidfile "$W/coredns.pid"
 	kubelet_stop
 	fact requests $((n - 1))
 	# the host judges its checks (the k8s- subtests); "finished" says it
