@@ -56,10 +56,6 @@ const (
 var K8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl",
 	"generic-device-plugin", "coredns"}
 
-// K8sMemoryMiB is the least memory of a pair guest that is a Kubernetes
-// node (x-k8s).
-const K8sMemoryMiB = 3072
-
 // CoreDNSUser is the identity of the nodes' CoreDNS, and CoreDNSRBAC its
 // rights: what its kubernetes plugin watches (CoreDNS's own deployment
 // manifests grant the same).

@@ -177,9 +177,6 @@ func bootPair(t *testing.T, ctx context.Context, cfg Config, guest Guest, dir st
 		fwd, stop = startK8s(t, ctx, cfg, dir)
 		defer func() { bed = stop() }()
 		cfg.Timeout += cfg.K8sTimeout
-		// a node's kubelet, CoreDNS, swift-node and device plugin run
-		// from copies in the guest's memory, beside their pods
-		cfg.MemoryMiB = max(cfg.MemoryMiB, K8sMemoryMiB)
 	}
 	t.Logf("booting a pair of guests (scenarios: %s)", strings.Join(run, " "))
 	p, err := BootPair(ctx, cfg, guest, dir, fwd, func(node string, m Marker) {
