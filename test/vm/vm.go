@@ -164,7 +164,7 @@ type Config struct {
 //	                           one that hangs until the scenario timeout
 //	SWIFT_VM_TIMEOUT           whole-VM timeout (default 20m)
 //	SWIFT_VM_SCENARIO_TIMEOUT  per-scenario timeout in the guest (default 5m)
-//	SWIFT_VM_K8S_TIMEOUT       x-k8s's, every k8s- check in one (default 20m)
+//	SWIFT_VM_K8S_TIMEOUT       x-k8s's, every k8s- check in one (default 30m)
 //	SWIFT_VM_CACHE             kernel/initramfs cache (default /var/cache/swift-build/vm)
 //	SWIFT_BIN                  directory with containerd-shim-swift-v2 (default <repo>/bin)
 //	SWIFT_CONTAINERD_BIN       directory with containerd, ctr, containerd-shim-runc-v2
@@ -197,7 +197,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		CrictlDir:       os.Getenv(harness.EnvCrictlBin),
 		CNIDir:          os.Getenv(EnvCNIBin),
 		K8sDir:          os.Getenv(EnvK8sBin),
-		K8sTimeout:      20 * time.Minute,
+		K8sTimeout:      30 * time.Minute,
 		Scenarios:       AllScenarios,
 		Broken:          os.Getenv("SWIFT_VM_BROKEN"),
 		Timeout:         20 * time.Minute,

@@ -8,12 +8,12 @@
 #            scenario, the benchmark ones with VM_SMOKE_RUNS runs
 # Variables (environment or make command line):
 #   VM_CACHE         guest cache (default /var/cache/swift-build/vm)
-#   VM_TEST_TIMEOUT  go test -timeout (default 60m)
+#   VM_TEST_TIMEOUT  go test -timeout (default 75m)
 #   SWIFT_VM_SCENARIOS, SWIFT_VM_BROKEN, SWIFT_VM_TIMEOUT, SWIFT_VM_KEEP, ...
 #                    see ConfigFromEnv in test/vm/vm.go
 VM_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 VM_CACHE ?= /var/cache/swift-build/vm
-VM_TEST_TIMEOUT ?= 60m
+VM_TEST_TIMEOUT ?= 75m
 VM_GO ?= $(if $(GO),$(GO),go)
 
 .PHONY: test-vm vm-deps

@@ -932,7 +932,7 @@ const (
 func checkQuickstart(t *testing.T, cfg Config, f map[string]string, want func(key, val string)) {
 	t.Helper()
 	// Install: make install PREFIX=...
-	want("install_bin", "containerd-shim-swift-v2 swift-hook swiftctl")
+	want("install_bin", "containerd-shim-swift-v2 swift-hook swift-node swiftctl")
 	want("install_lib", "handlers/ lib/ libswiftverbs.so swift-init swift-profile swift-run swift-warm swift-warm-dyn")
 	want("swiftctl_path", quickstartPrefix+"/bin/swiftctl")
 	// Configure containerd: the dry run shows the Swift entry with the

@@ -134,8 +134,10 @@ EOF
 # the README tells an operator. Its CRI config has a runc entry, as a
 # node's has (the runner's config, without the swift entry it writes for
 # the other scenarios); swiftctl install containerd adds the drop-in that
-# copies runc's options, and containerd restarts (no SWIFT_CONFIG in its
-# environment: the entry names the node config). The output and the
+# copies runc's options, and containerd restarts. CRI pods get the node
+# config the entry names (SwiftConfig); SWIFT_CONFIG stays in containerd's
+# environment, as the runner sets it, for the scenarios after this one
+# that run containers with ctr (no runtime options). The output and the
 # drop-in go to K8S/<node>/install.out for the host's checks.
 install_runtime() {
 	cfg=$W/containerd.toml
@@ -153,8 +155,8 @@ install_runtime() {
 	}
 	cat "$W/conf.d/swift.toml" >>"$K8S/$NODE/install.out"
 	stop_pidfile "$W/containerd.pid"
-	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH setsid env -u SWIFT_CONFIG \
-		"$SWIFTVM_CONTAINERD_DIR/containerd" --config "$cfg" >>"$R/containerd.log" 2>&1 </dev/null &
+	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH SWIFT_CONFIG=$W/swift.toml \
+		setsid "$SWIFTVM_CONTAINERD_DIR/containerd" --config "$cfg" >>"$R/containerd.log" 2>&1 </dev/null &
 	echo $! >"$W/containerd.pid"
 	i=0
 	until ctr --address "$W/containerd.sock" version >/dev/null 2>&1; do
