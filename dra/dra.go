@@ -219,7 +219,7 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 	d.mu.Lock()
 	old := d.devices
 	d.mu.Unlock()
-	changed := !sameDevices(old, devs)
+	changed := !slices.Equal(old, devs)
 	// the spec first: a claim prepared once the devices are published
 	// names a CDI device the spec has
 	if (changed || old == nil) && len(inv.Devices) > 0 {
@@ -241,18 +241,6 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 	}
 	d.mu.Unlock()
 	return changed, nil
-}
-
-func sameDevices(a, b []Device) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Resources is the node's pool: one slice of its devices.
