@@ -53,6 +53,11 @@ type Options struct {
 	// SystemdCgroup sets runc's SystemdCgroup option; false keeps the
 	// runc entry's. Every other option of the runc entry is copied too.
 	SystemdCgroup bool
+	// CNIConfDir, when set, is the CNI config directory of the entry's
+	// pods (containerd's per-runtime cni_conf_dir): pods of its
+	// RuntimeClass get that network instead of the node's default one. It
+	// must be an existing directory.
+	CNIConfDir string
 	// Version, when non-zero, is the config version the operator expects:
 	// it must match the root config's, and it lets install create a
 	// missing root config.
@@ -253,6 +258,38 @@ func isOurs(tree map[string]any, name string) bool {
 	return false
 }
 
+// declaresOurs tells whether tree declares any runtime of the Swift runtime type.
+func declaresOurs(tree map[string]any) bool {
+	for _, plugin := range []string{PluginV2, PluginV3} {
+		rts, _ := lookup(tree, "plugins", plugin, "containerd", "runtimes")
+		m, _ := rts.(map[string]any)
+		for name := range m {
+			if isOurs(tree, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkCNIConfDir accepts "" or an absolute path of an existing directory.
+func checkCNIConfDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("CNI config directory %q: must be an absolute path: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("CNI config directory %s: %v: create it and put the pods' network config in it: %w", dir, err, errdefs.ErrNotFound)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("CNI config directory %s is not a directory: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // definesRuntime tells whether tree declares a runtime called name (any layout).
 func definesRuntime(tree map[string]any, name string) bool {
 	for _, plugin := range []string{PluginV2, PluginV3} {
@@ -304,6 +341,9 @@ func PlanInstall(o Options) (*Plan, error) {
 		if err := checkRunc(o.BinaryName); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkCNIConfDir(o.CNIConfDir); err != nil {
+		return nil, err
 	}
 	rc, err := readRoot(o.ConfigPath)
 	if err != nil {
@@ -374,7 +414,7 @@ func PlanInstall(o Options) (*Plan, error) {
 
 	p := Params{
 		Version: rc.Version, Name: o.RuntimeName, BinaryName: o.BinaryName, SystemdCgroup: o.SystemdCgroup,
-		SwiftConfig: o.SwiftConfig, Root: o.ConfigPath, Dir: dir, Glob: imp,
+		SwiftConfig: o.SwiftConfig, CNIConfDir: o.CNIConfDir, Root: o.ConfigPath, Dir: dir, Glob: imp,
 	}
 	// The shim delegates to runc: the entry runs runc as the node's runc
 	// entry does (nvidia-ctk runtime configure does the same).
@@ -518,6 +558,22 @@ func PlanUninstall(o Options) (*Plan, error) {
 					dropIn, o.RuntimeName, RuntimeType, errdefs.ErrFailedPrecondition)
 			}
 			plan.Changes = append(plan.Changes, Change{Path: dropIn, Old: old, What: "remove drop-in"})
+		}
+	}
+	// The import stays while another drop-in of it declares a Swift
+	// runtime (install run with another --runtime-name).
+	others, err := imported(rc, plan.DropIn)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range others {
+		tree, err := readImported(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w (not uninstalling: it may declare another Swift runtime that needs the import)", err)
+		}
+		if declaresOurs(tree) {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("the import stays: %s declares another Swift runtime", f))
+			return plan, nil
 		}
 	}
 	rootNew, removed, err := removeImport(rc.Src)

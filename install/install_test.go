@@ -195,6 +195,9 @@ func TestInstallRefuses(t *testing.T) {
 		{"malformed root config", files{"config.toml": "version = 3\n[plugins\n"}, Options{}, errdefs.ErrInvalidArgument, "line 2"},
 		{"bad runtime name", files{"config.toml": "version = 3\n"}, Options{RuntimeName: "Swift"}, errdefs.ErrInvalidArgument, "DNS label"},
 		{"relative swift config", files{"config.toml": "version = 3\n"}, Options{SwiftConfig: "swift.toml"}, errdefs.ErrInvalidArgument, "absolute"},
+		{"relative CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "podnet.d"}, errdefs.ErrInvalidArgument, "CNI config directory \"podnet.d\": must be an absolute path"},
+		{"missing CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "/nonexistent/podnet.d"}, errdefs.ErrNotFound, "CNI config directory /nonexistent/podnet.d"},
+		{"CNI config directory is a file", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "/etc/hostname"}, errdefs.ErrInvalidArgument, "is not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -213,12 +216,110 @@ func TestInstallRefuses(t *testing.T) {
 	}
 }
 
+// Two runtime entries (the second with its own CNI network) share the
+// import: uninstalling either keeps the import for the other, and
+// uninstalling both restores every byte.
+func TestInstallTwoEntries(t *testing.T) {
+	for _, order := range [][2]string{{"swift", "swift-podnet"}, {"swift-podnet", "swift"}} {
+		t.Run(order[0]+" first out", func(t *testing.T) {
+			dir := t.TempDir()
+			files{"config.toml": "version = 3\n", "podnet.d/10-podnet.conflist": "{}\n"}.write(t, dir)
+			before := snapshot(t, dir)
+			root := filepath.Join(dir, "config.toml")
+			opts := map[string]Options{
+				"swift":        {ConfigPath: root, RuntimeName: "swift"},
+				"swift-podnet": {ConfigPath: root, RuntimeName: "swift-podnet", SwiftConfig: "/etc/swift/podnet.toml", CNIConfDir: filepath.Join(dir, "podnet.d")},
+			}
+			for _, name := range []string{"swift", "swift-podnet"} {
+				plan, err := PlanInstall(opts[name])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := plan.Apply(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			podnet, err := os.ReadFile(filepath.Join(dir, "conf.d/swift-podnet.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "  cni_conf_dir = \"" + dir + "/podnet.d\"\n"
+			if !strings.Contains(string(podnet), want) {
+				t.Errorf("swift-podnet drop-in lacks %q:\n%s", want, podnet)
+			}
+			if plain, _ := os.ReadFile(filepath.Join(dir, "conf.d/swift.toml")); strings.Contains(string(plain), "cni_conf_dir") {
+				t.Errorf("swift drop-in has a cni_conf_dir:\n%s", plain)
+			}
+			rootAfter, _ := os.ReadFile(root)
+
+			un, err := PlanUninstall(opts[order[0]])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := un.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(root); string(b) != string(rootAfter) {
+				t.Errorf("uninstalling %s changed the root config while %s remains:\n%s", order[0], order[1], b)
+			}
+			if len(un.Notes) != 1 || !strings.Contains(un.Notes[0], "conf.d/"+order[1]+".toml declares another Swift runtime") {
+				t.Errorf("notes = %q", un.Notes)
+			}
+			rc, err := readRoot(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, p, ok := dropInDir(rc, order[1]); !ok || p != filepath.Join(dir, "conf.d", order[1]+".toml") {
+				t.Errorf("%s's drop-in is no longer imported: imports %q", order[1], rc.Imports)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "conf.d", order[0]+".toml")); !os.IsNotExist(err) {
+				t.Errorf("%s's drop-in is still there: %v", order[0], err)
+			}
+
+			un, err = PlanUninstall(opts[order[1]])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := un.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			if after := snapshot(t, dir); !maps.Equal(after, before) {
+				t.Errorf("uninstalling both left\n%q\nwant\n%q", after, before)
+			}
+		})
+	}
+}
+
 func TestUninstallRefusesForeignDropIn(t *testing.T) {
 	dir := t.TempDir()
 	files{"config.toml": "version = 3\nimports = [\"{D}/conf.d/*.toml\"]\n", "conf.d/swift.toml": "version = 3\n"}.write(t, dir)
 	_, err := PlanUninstall(Options{ConfigPath: filepath.Join(dir, "config.toml")})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("err = %v, want FailedPrecondition", err)
+	}
+}
+
+// A malformed file beside the drop-in might be another Swift entry that
+// needs the import: uninstall refuses, naming it, and changes nothing.
+func TestUninstallRefusesMalformedNeighbour(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{ConfigPath: filepath.Join(dir, "config.toml")}
+	files{"config.toml": "version = 3\n"}.write(t, dir)
+	plan, err := PlanInstall(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	files{"conf.d/other.toml": "version = 3\n[plugins\n"}.write(t, dir)
+	before := snapshot(t, dir)
+	_, err = PlanUninstall(o)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(fmtyErr(err), "conf.d/other.toml") {
+		t.Fatalf("err = %v, want InvalidArgument naming conf.d/other.toml", err)
+	}
+	if !maps.Equal(snapshot(t, dir), before) {
+		t.Error("a refused uninstall changed files")
 	}
 }
 

@@ -56,6 +56,8 @@ type Params struct {
 	RuncFrom    string
 	// SwiftConfig is the node config path for this entry.
 	SwiftConfig string
+	// CNIConfDir is the entry's cni_conf_dir ("": the node's CNI network).
+	CNIConfDir string
 	// Root is the root config's path, Dir the drop-in directory and Glob
 	// the import entry that names it: they appear in the header comment.
 	Root, Dir, Glob string
@@ -90,6 +92,10 @@ version = {{.Version}}
 {{- end}}
   pod_annotations = [{{quote .Annotations}}]
   container_annotations = [{{quote .Annotations}}]
+{{- with .CNIConfDir}}
+  # pods of this runtime class are on the CNI network configured here
+  cni_conf_dir = {{quote .}}
+{{- end}}
 
 [plugins."{{.Plugin}}".containerd.runtimes.{{.Name}}.options]
 {{- if ne .Version 2}}

@@ -62,6 +62,13 @@ func TestRender(t *testing.T) {
 		{"v2 with the root's CRI section", func() Params { p := DefaultParams(2); p.CRISection = cri; return p }(), PluginV2, nil},
 		{"other name and options", Params{Version: 3, Name: "rdma-fast", BinaryName: "/opt/runc", SystemdCgroup: true,
 			SwiftConfig: "/etc/swift/a \"b\".toml", Root: "/c.toml", Dir: "/d", Glob: "/d/*.toml"}, PluginV3, nil},
+		{"CNI config directory", func() Params {
+			p := DefaultParams(3)
+			p.Name = "swift-podnet"
+			p.CNIConfDir = "/etc/cni/podnet.d"
+			return p
+		}(), PluginV3, nil},
+		{"CNI config directory on v2", func() Params { p := DefaultParams(2); p.CNIConfDir = "/etc/cni/podnet.d"; return p }(), PluginV2, nil},
 		{"v1", DefaultParams(1), "", errdefs.ErrFailedPrecondition},
 		{"v5", DefaultParams(5), "", errdefs.ErrFailedPrecondition},
 		{"bad name", func() Params { p := DefaultParams(3); p.Name = "a.b"; return p }(), "", errdefs.ErrInvalidArgument},
@@ -98,6 +105,10 @@ func TestRender(t *testing.T) {
 				if !ok || !equalAny(got, want) {
 					t.Errorf("%s = %#v, want %#v", path, got, want)
 				}
+			}
+			got, ok := lookup(tree, splitPath(rt+"/cni_conf_dir")...)
+			if ok != (tc.p.CNIConfDir != "") || ok && got != tc.p.CNIConfDir {
+				t.Errorf("cni_conf_dir = %#v (set: %v), want %q", got, ok, tc.p.CNIConfDir)
 			}
 			if tc.p.CRISection != nil {
 				for path, want := range map[string]any{

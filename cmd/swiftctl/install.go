@@ -32,6 +32,8 @@ nothing. Restart containerd to apply it.`
 		c.Flags().StringVar(&o.BinaryName, "runc", "",
 			"runc binary of the runtime entry (BinaryName), an executable file (default: the node's runc entry's, else "+install.DefaultBinaryName+")")
 		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "set runc's SystemdCgroup option of the runtime entry (default: the node's runc entry's)")
+		c.Flags().StringVar(&o.CNIConfDir, "cni-conf-dir", "",
+			"CNI config directory of the entry's pods (containerd's per-runtime cni_conf_dir; default: the node's CNI network)")
 		c.Flags().IntVar(&o.Version, "version", 0, "expected containerd config version (2: containerd 1.7; 3 or 4: containerd 2.x); creates a missing root config")
 	} else {
 		group = "Remove the swift runtime from containerd's config"
