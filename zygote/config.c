@@ -99,25 +99,6 @@ static int number(const char *v, long lo, long hi, long *out)
 	return (errno || *end || *out < lo || *out > hi) ? -1 : 0;
 }
 
-/* parse_accept reads "none", an IPv4 network "A.B.C.D/N", or an IPv6 one
- * (the exchange listens on IPv4 only, so those admit nobody here). */
-static int parse_accept(struct swift_cfg *c, const char *v)
-{
-	unsigned a, b, d, e, n;
-	char tail;
-
-	c->accept_only = 1;
-	if (!strcmp(v, "none") || strchr(v, ':'))
-		return strchr(v, '/') == NULL && strcmp(v, "none") != 0;
-	if (sscanf(v, "%u.%u.%u.%u/%u%c", &a, &b, &d, &e, &n, &tail) != 5 || a > 255 || b > 255 || d > 255 || e > 255 ||
-	    n > 32 || c->naccept == SWIFT_MAX_PEERS)
-		return 1;
-	c->accept[c->naccept].mask = n ? 0xffffffffu << (32 - n) : 0;
-	c->accept[c->naccept].net = ((a << 24) | (b << 16) | (d << 8) | e) & c->accept[c->naccept].mask;
-	c->naccept++;
-	return 0;
-}
-
 /* digits reads a decimal number of 1 to 5 digits (no sign, no space) at
  * *s up to max, and moves *s past it; -1 if there is none or it is more. */
 static long digits(const char **s, long max)
@@ -131,6 +112,32 @@ static long digits(const char **s, long max)
 		n++;
 	}
 	return n == 0 || n > 5 || v > max ? -1 : v;
+}
+
+/* parse_accept reads "none", an IPv4 network "A.B.C.D/N" exactly, or an
+ * IPv6 one (the exchange listens on IPv4 only, so those admit nobody
+ * here). */
+static int parse_accept(struct swift_cfg *c, const char *v)
+{
+	const char *slash = strchr(v, '/'), *q;
+	char addr[INET_ADDRSTRLEN];
+	struct in_addr in;
+	long n;
+
+	c->accept_only = 1;
+	if (!strcmp(v, "none") || strchr(v, ':'))
+		return strchr(v, '/') == NULL && strcmp(v, "none") != 0;
+	if (!slash || slash - v >= (long)sizeof(addr) || c->naccept == SWIFT_MAX_PEERS)
+		return 1;
+	memcpy(addr, v, (size_t)(slash - v));
+	addr[slash - v] = 0;
+	q = slash + 1;
+	if (inet_pton(AF_INET, addr, &in) != 1 || (n = digits(&q, 32)) < 0 || *q)
+		return 1;
+	c->accept[c->naccept].mask = n ? 0xffffffffu << (32 - n) : 0;
+	c->accept[c->naccept].net = ntohl(in.s_addr) & c->accept[c->naccept].mask;
+	c->naccept++;
+	return 0;
 }
 
 /* parse_dial reads "none" or "A.B.C.D/N LO-HI" exactly (IPv4 only: the

@@ -178,6 +178,7 @@ int swift_dial_peer(struct zygote *z, int peer, enum conn_purpose purpose, int c
 void swift_peer_failed(struct zygote *z, int peer, const char *err, int refused)
 {
 	struct swift_peer *p = &z->cfg.peers[peer];
+	struct in_addr in;
 
 	/* a peer that is not there yet costs one SYN per try: keep trying
 	 * every second so a restarted node is found at once; one that refused
@@ -194,7 +195,7 @@ void swift_peer_failed(struct zygote *z, int peer, const char *err, int refused)
 	} else if (p->backoff_ms <= 200 || (p->backoff_ms == cap && prev != cap)) {
 		zlog(z, "peer %s not connected (%s); retrying in %d ms", p->name, err, p->backoff_ms);
 	}
-	if (inet_addr(p->host) == INADDR_NONE)
+	if (inet_pton(AF_INET, p->host, &in) != 1)
 		p->addr = 0; /* a name: look it up again */
 	z->status_dirty = 1;
 }

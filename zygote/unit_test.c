@@ -365,7 +365,10 @@ static void test_config(void)
 	{
 		static const char *bad_accept[] = {"accept 10.0.0.0\n",    "accept 10.0.0.0/33\n",
 						   "accept 300.0.0.0/8\n", "accept 10.0.0.0/8x\n",
-						   "accept fd00::1\n",     "accept\n"};
+						   "accept fd00::1\n",     "accept\n",
+						   "accept 10.0.0.0/ 8\n", "accept 10.0.0.0/+8\n",
+						   "accept 10.0.0.0/-0\n", "accept 10.0.0.0/08x\n",
+						   "accept 10.0.0.0/8 \n"};
 		size_t k;
 
 		for (k = 0; k < sizeof(bad_accept) / sizeof(bad_accept[0]); k++)
