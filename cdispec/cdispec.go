@@ -8,7 +8,9 @@
 package cdispec
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/containerd/errdefs"
@@ -73,4 +75,15 @@ func Write(dir string, s *cdispecs.Spec) (string, error) {
 		return "", fmt.Errorf("write the cdi spec into %s: %w", dir, err)
 	}
 	return filepath.Join(dir, name), nil
+}
+
+// Remove deletes the spec Write writes into dir (a node with no RDMA
+// devices left has none to describe); a missing spec is no error. It
+// returns the spec's path.
+func Remove(dir string) (string, error) {
+	p := filepath.Join(dir, cdi.GenerateSpecName(Vendor, Class)+".yaml")
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return p, fmt.Errorf("remove the cdi spec %s: %w", p, err)
+	}
+	return p, nil
 }

@@ -181,19 +181,14 @@ const (
 	CapNone   = "none (functions connect QPs of their own)"
 )
 
-// Provider tells a device's kernel driver (from sysRoot's
-// sys/class/infiniband/NAME/device/driver link, else the device name's
-// prefix) and its fork-sharing capability.
+// Provider tells a device's kernel driver, where that came from, and its
+// fork-sharing capability in words (rdma.Provider).
 func Provider(sysRoot, name string) (driver, source, capability string) {
-	if l, err := os.Readlink(filepath.Join(sysRoot, "sys/class/infiniband", name, "device/driver")); err == nil {
-		driver, source = filepath.Base(l), "device/driver"
-	} else {
-		driver, source = strings.TrimRight(strings.TrimRight(name, "0123456789"), "_"), "name prefix"
-	}
-	switch driver {
-	case "rxe", "rdma_rxe", "siw":
+	driver, source, mode := rdma.Provider(sysRoot, name)
+	switch mode {
+	case rdma.ShareRelay:
 		capability = CapRelay
-	case "mlx5", "mlx5_core", "mlx5_ib":
+	case rdma.ShareBuffers:
 		capability = CapShared
 	default:
 		capability = CapNone

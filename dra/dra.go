@@ -3,7 +3,8 @@
 // It publishes the node's RDMA devices in a ResourceSlice, one device each
 // with attributes a claim can select on (its verbs name, netdev, link
 // layer, port state, firmware, node GUID, NUMA node, whether it is
-// soft-RoCE), and prepares a claim's devices as their CDI names
+// soft-RoCE, the zygote's fork-sharing mode on it, and Kubernetes'
+// standard PCIe root and PCI bus ID of a PCI function), and prepares a claim's devices as their CDI names
 // (swift.io/rdma=DEVICE, from the spec package cdispec writes). The
 // kubelet hands those names to containerd, which applies them from the
 // node's CDI spec; the shim then sees the devices in the container's spec
@@ -11,9 +12,10 @@
 // the zygote, the lease). Nothing else is prepared, so unpreparing only
 // forgets the claim.
 //
-// Device health is the port state, read again every rescan: ACTIVE is
-// healthy, anything else (a link down) unhealthy, and reported to the
-// kubelet through the DRA health service.
+// Device health is the port state, read again on the kernel's netlink
+// events (a link's state, an RDMA device's arrival, departure or rename)
+// and every rescan: ACTIVE is healthy, anything else (a link down)
+// unhealthy, and reported to the kubelet through the DRA health service.
 package dra
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/containerd/log"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -59,6 +62,18 @@ const (
 	AttrNodeGUID  = "nodeGUID"
 	AttrSoftRoCE  = "softRoCE" // soft-RoCE (rxe)
 	AttrNUMANode  = "numaNode" // only where sysfs gives one
+	// AttrForkSharing is how the zygote shares the device's pool QPs with
+	// the functions it forks: relay (rxe, siw), shared-buffers (mlx5) or
+	// own-qps (rdma.Provider).
+	AttrForkSharing = "forkSharing"
+)
+
+// Kubernetes' standard attributes, where the device is a PCI function:
+// resource.kubernetes.io/pcieRoot (pci<domain>:<bus>) and
+// resource.kubernetes.io/pciBusID, which a claim can match across drivers.
+var (
+	AttrPCIeRoot = deviceattribute.StandardDeviceAttributePCIeRoot
+	AttrPCIBusID = deviceattribute.StandardDeviceAttributePCIBusID
 )
 
 // Device is one device as the driver publishes it.
@@ -70,6 +85,8 @@ type Device struct {
 	Netdev, LinkLayer, PortState string
 	Soft                         bool
 	NUMA                         int64 // -1: none
+	ForkSharing                  string
+	PCIBusID, PCIeRoot           string // "": not a PCI function
 }
 
 // Healthy tells whether the device can carry traffic: its port is ACTIVE.
@@ -127,6 +144,15 @@ func Scan(sysRoot, devRoot string) ([]Device, rdma.Inventory, error) {
 		if n, err := strconv.ParseInt(readTrim(filepath.Join(dir, "device/numa_node")), 10, 64); err == nil && n >= 0 {
 			dev.NUMA = n
 		}
+		_, _, dev.ForkSharing = rdma.Provider(sysRoot, d.Name)
+		// a PCI function's device link ends in its bus ID
+		if l, err := os.Readlink(filepath.Join(dir, "device")); err == nil {
+			id := filepath.Base(l)
+			if a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(id,
+				deviceattribute.WithFSFromRoot(filepath.Join(sysRoot, "sys"))); err == nil && a.Value.StringValue != nil {
+				dev.PCIBusID, dev.PCIeRoot = id, *a.Value.StringValue
+			}
+		}
 		out = append(out, dev)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slice < out[j].Slice })
@@ -155,7 +181,8 @@ func SliceDevice(d Device) resourceapi.Device {
 		AttrPortState: str(d.PortState),
 		AttrSoftRoCE:  {BoolValue: &soft},
 	}
-	for k, v := range map[resourceapi.QualifiedName]string{AttrNetdev: d.Netdev, AttrFirmware: d.FWVersion, AttrNodeGUID: d.NodeGUID} {
+	for k, v := range map[resourceapi.QualifiedName]string{AttrNetdev: d.Netdev, AttrFirmware: d.FWVersion, AttrNodeGUID: d.NodeGUID,
+		AttrForkSharing: d.ForkSharing, AttrPCIeRoot: d.PCIeRoot, AttrPCIBusID: d.PCIBusID} {
 		if v != "" {
 			attrs[k] = str(v)
 		}
@@ -174,6 +201,10 @@ type Driver struct {
 	CDIDir           string // where the CDI spec of the node's devices is written
 	StateDir         string // the prepared claims, kept across restarts
 	Rescan           time.Duration
+	// Events, when set, receives on a kernel event that may change the
+	// devices (Events): a scan follows at once, and again a second later
+	// (a port may follow its netdev's event a moment after).
+	Events <-chan struct{}
 	// Fatal ends the driver on an error it cannot get past.
 	Fatal func(error)
 
@@ -232,6 +263,14 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		log.G(ctx).WithField("path", p).WithField("devices", inv.Names()).Info("wrote the CDI spec of the node's rdma devices")
+	} else if (changed || old == nil) && len(inv.Devices) == 0 {
+		// no device left: a spec naming gone device nodes would let a
+		// stale claim's container start without them
+		p, err := cdispec.Remove(d.CDIDir)
+		if err != nil {
+			return false, err
+		}
+		log.G(ctx).WithField("path", p).Info("no rdma devices: removed the CDI spec")
 	}
 	d.mu.Lock()
 	d.devices = devs
@@ -254,16 +293,33 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.Node: {Slices: []resourceslice.Slice{{Devices: devs}}}}}
 }
 
-// Watch rescans every d.Rescan until ctx ends, republishing through
-// publish when the devices change.
+// eventSettle is how long a scan waits after an event (a burst of events
+// makes one scan), and eventAgain when it scans once more.
+const (
+	eventSettle = 100 * time.Millisecond
+	eventAgain  = time.Second
+)
+
+// Watch scans after each of d.Events and every d.Rescan until ctx ends,
+// republishing through publish when the devices change.
 func (d *Driver) Watch(ctx context.Context, publish func(context.Context, resourceslice.DriverResources) error) {
 	t := time.NewTicker(d.Rescan)
 	defer t.Stop()
+	var soon, again <-chan time.Time
+	var why string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			why = "rescan"
+		case <-d.Events:
+			soon, again = time.After(eventSettle), time.After(eventAgain)
+			continue
+		case <-soon:
+			soon, why = nil, "netlink event"
+		case <-again:
+			again, why = nil, "netlink event"
 		}
 		changed, err := d.scan(ctx)
 		if err != nil {
@@ -271,6 +327,7 @@ func (d *Driver) Watch(ctx context.Context, publish func(context.Context, resour
 			continue
 		}
 		if changed {
+			log.G(ctx).WithField("after", why).Info("rdma devices or their ports changed: republishing")
 			if err := publish(ctx, d.Resources()); err != nil {
 				log.G(ctx).WithError(err).Warn("republish rdma devices")
 			}

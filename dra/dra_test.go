@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/swift-rdma/swift-containerd/rdma/rdmatest"
 )
@@ -47,6 +48,23 @@ func node(t *testing.T) rdmatest.Tree {
 	w("rxe0", "ports/1/state", "4: ACTIVE")
 	w("rxe0", "ports/1/link_layer", "Ethernet")
 	w("rxe0", "ports/1/gid_attrs/ndevs/0", "eth0")
+	// mlx5_0 is PCI function 0000:04:00.0 under root complex pci0000:00
+	fn := filepath.Join(tr.SysRoot, "sys/devices/pci0000:00/0000:00:01.0/0000:04:00.0")
+	if err := os.MkdirAll(fn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"sys/class/infiniband/mlx5_0/device": "../../../devices/pci0000:00/0000:00:01.0/0000:04:00.0",
+		"sys/bus/pci/devices/0000:04:00.0":   "../../../devices/pci0000:00/0000:00:01.0/0000:04:00.0",
+	} {
+		p := filepath.Join(tr.SysRoot, link)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w("mlx5_0", "node_type", "1: CA")
 	w("mlx5_0", "ports/1/state", "1: DOWN")
 	w("mlx5_0", "ports/1/link_layer", "InfiniBand")
@@ -82,10 +100,13 @@ func TestResources(t *testing.T) {
 		{Name: "mlx5-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"name": str("mlx5_0"), "linkLayer": str("InfiniBand"), "portState": str("DOWN"), "softRoCE": boolean(false),
 			"firmware": str("1.0.0"), "nodeGUID": str("0200:00ff:fe00:0002"), "numaNode": {IntValue: &numa},
+			"forkSharing": str("shared-buffers"), "resource.kubernetes.io/pcieRoot": str("pci0000:00"),
+			"resource.kubernetes.io/pciBusID": str("0000:04:00.0"),
 		}},
 		{Name: "rxe0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 			"name": str("rxe0"), "linkLayer": str("Ethernet"), "portState": str("ACTIVE"), "softRoCE": boolean(true),
 			"firmware": str("1.0.0"), "nodeGUID": str("0200:00ff:fe00:0001"), "netdev": str("eth0"),
+			"forkSharing": str("relay"),
 		}},
 	}
 	r := d.Resources()
@@ -269,5 +290,86 @@ func TestHealth(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("WatchHealthStatus: %v", err)
+	}
+}
+
+// TestSpecGoesWithTheLastDevice: the CDI spec is written for the node's
+// devices and removed once none is left (it would name device nodes that
+// are gone).
+func TestSpecGoesWithTheLastDevice(t *testing.T) {
+	tr := node(t)
+	cdiDir := t.TempDir()
+	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: cdiDir, StateDir: t.TempDir(), Rescan: time.Hour}
+	ctx := context.Background()
+	if err := d.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(cdiDir, "swift.io-rdma.yaml")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatalf("no spec after the first scan: %v", err)
+	}
+	if !strings.Contains(string(b), "name: rxe0") || !strings.Contains(string(b), "name: mlx5_0") {
+		t.Errorf("spec lacks the devices:\n%s", b)
+	}
+	for _, p := range []string{"sys/class/infiniband/rxe0", "sys/class/infiniband/mlx5_0",
+		"sys/class/infiniband_verbs/uverbs0", "sys/class/infiniband_verbs/uverbs1"} {
+		if err := os.RemoveAll(filepath.Join(tr.SysRoot, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if changed, err := d.scan(ctx); err != nil || !changed {
+		t.Fatalf("scan with no devices: changed %v, %v", changed, err)
+	}
+	if _, err := os.Stat(spec); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("spec after the last device went: %v, want it removed", err)
+	}
+	if got := len(d.Resources().Pools["a"].Slices[0].Devices); got != 0 {
+		t.Errorf("slice has %d devices, want 0", got)
+	}
+}
+
+// TestWatchEvents: a kernel event makes a scan at once, long before the
+// rescan period, and a changed port is republished.
+func TestWatchEvents(t *testing.T) {
+	tr := node(t)
+	events := make(chan struct{}, 1)
+	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: t.TempDir(),
+		Rescan: time.Hour, Events: events}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := d.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan string, 4)
+	go d.Watch(ctx, func(_ context.Context, r resourceslice.DriverResources) error {
+		var s []string
+		for _, x := range r.Pools["a"].Slices[0].Devices {
+			s = append(s, x.Name+" "+*x.Attributes["portState"].StringValue)
+		}
+		published <- strings.Join(s, ", ")
+		return nil
+	})
+	// the link under rxe0 goes down; the kernel's event arrives
+	p := filepath.Join(tr.SysRoot, "sys/class/infiniband/rxe0/ports/1/state")
+	if err := os.WriteFile(p, []byte("1: DOWN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	events <- struct{}{}
+	select {
+	case got := <-published:
+		if want := "mlx5-0 DOWN, rxe0 DOWN"; got != want {
+			t.Errorf("published %q, want %q", got, want)
+		}
+		t.Logf("republished %v after the event", time.Since(t0))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no republish within 5 s of the event (rescan period 1 h)")
+	}
+	// the second scan a second later finds nothing new: no publish
+	select {
+	case got := <-published:
+		t.Errorf("published again without a change: %q", got)
+	case <-time.After(1500 * time.Millisecond):
 	}
 }

@@ -49,7 +49,7 @@ func run(args []string) error {
 	cdiDir := fs.String("cdi-dir", cdispec.DefaultDir, "where the CDI spec of the node's devices is written (one of containerd's cdi_spec_dirs)")
 	pluginDir := fs.String("plugin-dir", filepath.Join(kubeletplugin.KubeletPluginsDir, dra.DriverName), "the kubelet plugin's directory")
 	registryDir := fs.String("registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registry")
-	rescan := fs.Duration("rescan", 5*time.Second, "how often the devices and their ports are read again")
+	rescan := fs.Duration("rescan", 10*time.Second, "how often the devices and their ports are read again besides the kernel's netlink events (an InfiniBand port's state has none)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,8 +91,12 @@ func run(args []string) error {
 	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	events, err := dra.Events(ctx)
+	if err != nil {
+		log.G(ctx).WithError(err).Warn("swift-node: some kernel events are not watched: the rescan sees what they would")
+	}
 	d := &dra.Driver{Node: *node, SysRoot: c.RDMA.SysRoot, DevRoot: c.RDMA.DevRoot, CDIDir: *cdiDir,
-		StateDir: *pluginDir, Rescan: *rescan, Fatal: cancel}
+		StateDir: *pluginDir, Rescan: *rescan, Events: events, Fatal: cancel}
 	if err := os.MkdirAll(*pluginDir, 0o750); err != nil {
 		return err
 	}
