@@ -41,6 +41,18 @@ const (
 	nodeCritical        = "system-node-critical"
 )
 
+// exampleRuntimeClasses are the examples' RuntimeClasses: the file that
+// defines each, its handler (a runtime entry swiftctl install containerd
+// writes: swift-podnet with --runtime-name) and the node labels it
+// schedules on.
+var exampleRuntimeClasses = map[string]struct {
+	file, handler string
+	nodeSelector  map[string]string
+}{
+	exampleRuntimeClass: {"runtimeclass.yaml", install.DefaultRuntimeName, map[string]string{swiftNodeLabel: "true"}},
+	"swift-podnet":      {"k8s/podnet.yaml", "swift-podnet", map[string]string{swiftNodeLabel: "true", "swift.io/podnet": "true"}},
+}
+
 // exampleNodeDevices are the RDMA devices of the node the examples are
 // written for (the devices they name).
 var exampleNodeDevices = []string{"mlx5_0"}
@@ -56,6 +68,7 @@ var exampleFiles = map[string]string{
 	"dra/claim.yaml":           "TestExampleManifests",
 	"k8s/tenant-keys.yaml":     "TestExampleManifests",
 	"k8s/zygote-pod.yaml":      "TestExampleManifests",
+	"k8s/podnet.yaml":          "TestExampleManifests, the VM suite's k8s-podnet",
 	"crictl/pod.json":          "TestExampleCrictl, the quickstart VM scenario",
 	"crictl/container.json":    "TestExampleCrictl, the quickstart VM scenario",
 	"containerd/swift-v2.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
@@ -268,7 +281,7 @@ func TestExampleManifests(t *testing.T) {
 		rel, _ := filepath.Rel(root, f)
 		rels = append(rels, filepath.ToSlash(rel))
 	}
-	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml"}
+	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/podnet.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml"}
 	if !slices.Equal(rels, wantFiles) {
 		t.Errorf("examples/**/*.yaml = %q, want %q (update the checks for a new example)", rels, wantFiles)
 	}
@@ -299,7 +312,7 @@ func TestExampleManifests(t *testing.T) {
 	}
 
 	var pods []examplePod
-	runtimeClasses := 0
+	runtimeClasses := map[string]bool{}
 	for _, rel := range rels {
 		defined := map[string]bool{}
 		for j, m := range parsed[rel] {
@@ -330,16 +343,20 @@ func TestExampleManifests(t *testing.T) {
 			}
 			switch m.Kind {
 			case "RuntimeClass":
-				runtimeClasses++
-				if rel != "runtimeclass.yaml" {
-					t.Errorf("%s: the RuntimeClass belongs in examples/runtimeclass.yaml", where)
+				runtimeClasses[m.Metadata.Name] = true
+				want, ok := exampleRuntimeClasses[m.Metadata.Name]
+				if !ok {
+					t.Errorf("%s: a RuntimeClass this test does not know (add it to exampleRuntimeClasses)", where)
+					continue
 				}
-				if m.Metadata.Name != exampleRuntimeClass || m.Handler != install.DefaultRuntimeName {
-					t.Errorf("%s: RuntimeClass %q with handler %q, want %q with handler %q (the runtime entry swiftctl install containerd writes)",
-						where, m.Metadata.Name, m.Handler, exampleRuntimeClass, install.DefaultRuntimeName)
+				if rel != want.file {
+					t.Errorf("%s: RuntimeClass %s belongs in examples/%s", where, m.Metadata.Name, want.file)
 				}
-				if m.Scheduling == nil || !reflect.DeepEqual(m.Scheduling.NodeSelector, map[string]string{swiftNodeLabel: "true"}) {
-					t.Errorf("%s: scheduling = %+v, want nodeSelector %s: \"true\" (pods only on nodes labelled as Swift nodes)", where, m.Scheduling, swiftNodeLabel)
+				if m.Handler != want.handler {
+					t.Errorf("%s: handler %q, want %q (the runtime entry swiftctl install containerd writes)", where, m.Handler, want.handler)
+				}
+				if m.Scheduling == nil || !reflect.DeepEqual(m.Scheduling.NodeSelector, want.nodeSelector) {
+					t.Errorf("%s: scheduling = %+v, want nodeSelector %v (pods only on nodes labelled for it)", where, m.Scheduling, want.nodeSelector)
 				}
 			case "Pod":
 				var s podSpec
@@ -366,8 +383,10 @@ func TestExampleManifests(t *testing.T) {
 			}
 		}
 	}
-	if runtimeClasses != 1 {
-		t.Errorf("%d RuntimeClass objects in the examples, want 1", runtimeClasses)
+	for name := range exampleRuntimeClasses {
+		if !runtimeClasses[name] {
+			t.Errorf("no example defines RuntimeClass %s", name)
+		}
 	}
 
 	// What each pod run by the RuntimeClass resolves to: literal.
@@ -377,10 +396,12 @@ func TestExampleManifests(t *testing.T) {
 		"device-plugin/pod.yaml/worker-dp": "team-a",
 		"dra/claim.yaml/worker-dra":        "team-a",
 		"k8s/zygote-pod.yaml/trainer-0":    "team-a",
+		"k8s/podnet.yaml/rank-0":           "team-a",
 	}
 	// The names a zygote pod's zygote and peers get, in its namespace: literal.
 	wantZygotes := map[string]string{
 		"k8s/zygote-pod.yaml/trainer-0": "trainer-0-worker.team-a, peers trainer-1-worker.team-a",
+		"k8s/podnet.yaml/rank-0":        "rank-0-worker.team-a, peers rank-1-worker.team-a",
 	}
 	gotTenants, gotZygotes := map[string]string{}, map[string]string{}
 	cdiDevices := 0
@@ -423,8 +444,11 @@ func checkPod(t *testing.T, p examplePod, pol *policy.Policy, tenants, zygotes m
 	if rc == "" && len(opts.Given) > 0 {
 		t.Errorf("%s: swift.io/ annotations %v without runtimeClassName %q: no other runtime reads them", p.where, opts.Given, exampleRuntimeClass)
 	}
-	if rc != "" && rc != exampleRuntimeClass {
-		t.Errorf("%s: runtimeClassName %q, but the RuntimeClass of examples/runtimeclass.yaml is %q", p.where, rc, exampleRuntimeClass)
+	if _, ok := exampleRuntimeClasses[rc]; rc != "" && !ok {
+		t.Errorf("%s: runtimeClassName %q is none of the examples' RuntimeClasses", p.where, rc)
+	}
+	if rc == "swift-podnet" && p.spec.HostNetwork {
+		t.Errorf("%s: hostNetwork with RuntimeClass %s, whose pods are on the network of its runtime entry", p.where, rc)
 	}
 	if p.ownerKind == "DaemonSet" {
 		if !slices.Contains(p.spec.Tolerations, toleration{Operator: "Exists"}) {
@@ -446,7 +470,7 @@ func checkPod(t *testing.T, p examplePod, pol *policy.Policy, tenants, zygotes m
 			}
 		}
 	}
-	if rc != exampleRuntimeClass {
+	if _, ok := exampleRuntimeClasses[rc]; !ok {
 		return
 	}
 	key := p.file + "/" + p.meta.Name

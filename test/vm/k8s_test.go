@@ -32,6 +32,7 @@ const (
 	K8sDRA       = "k8s-dra"
 	K8sZygotes   = "k8s-zygotes"
 	K8sLifecycle = "k8s-lifecycle"
+	K8sPodnet    = "k8s-podnet"
 	K8sPodStart  = "k8s-pod-start"
 	k8sWorkerRef = "registry.example/rdma-worker:1.0"
 )
@@ -41,7 +42,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodnet, K8sPodStart}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -214,6 +215,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.dra(ctx)
 	b.zygotes(ctx)
 	b.lifecycle(ctx)
+	b.podnet(ctx)
 	b.podStart(ctx)
 	// the scenarios after this one get the nodes without the bed's pods
 	b.kubectl(ctx, "-n", "default", "delete", "pod", "no-tenant", "--ignore-not-found", "--wait=true", "--timeout=2m")
@@ -265,6 +267,9 @@ func (b *k8sBed) nodesReady(ctx context.Context) bool {
 		b.fact(c, n+".runtime_handlers", strings.Join(hs, " "))
 		if out, err := os.ReadFile(filepath.Join(b.dir, n, "install.out")); err == nil {
 			b.fact(c, n+".install", firstLines(string(out), `^(create|add|restart) |^  (BinaryName|SwiftConfig|runtime_type) = `))
+		}
+		if out, err := os.ReadFile(filepath.Join(b.dir, n, "install-podnet.out")); err == nil {
+			b.fact(c, n+".install_podnet", firstLines(string(out), `^(create|add|restart) |^  (SwiftConfig|runtime_type|cni_conf_dir) = `))
 		}
 		b.fact(c, n+".ready", "True")
 		// from the kubelet's start on the node (its marker in the shared dir)
@@ -565,7 +570,7 @@ func (b *k8sBed) dra(ctx context.Context) {
 		b.fail(c, "both nodes' ResourceSlices: %v", err)
 		return
 	}
-	for _, a := range []string{"name", "netdev", "linkLayer", "portState", "softRoCE"} {
+	for _, a := range []string{"name", "netdev", "linkLayer", "portState", "softRoCE", "forkSharing"} {
 		b.fact(c, "rxe1."+a, attr(NodeA, "rxe1", a))
 	}
 	out, _ = b.kubectl(ctx, "get", "resourceslices", "-o", "wide")
@@ -664,6 +669,10 @@ spec:
 			b.fact(c, key+".seen_s", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
 		}
 	}
+	// those changes came from the kernel's netlink events: swift-node
+	// rescans only every 60 s here (guest/k8s.sh)
+	out, _ = b.onNode(NodeA, `grep -c 'after="netlink event"' "$R/swift-node.log"`, time.Minute)
+	b.fact(c, "republished_after_event", strings.TrimSpace(out))
 	// the agent restarts: nothing is lost
 	if _, err := b.onNode(NodeA, "dra_stop && dra_start", time.Minute); err != nil {
 		b.fail(c, "restart swift-node on a: %v", err)
@@ -931,6 +940,160 @@ func (b *k8sBed) lifecycle(ctx context.Context) {
 	}
 }
 
+// podnetLinks lists a node's RDMA links by name.
+const podnetLinks = `rdma link show | awk '{print $2}' | cut -d/ -f1 | sort | tr '\n' ' '`
+
+// podnet: zygote pods on their own networks (examples/k8s/podnet.yaml).
+// The RuntimeClass swift-podnet's runtime entry (a second swiftctl install
+// containerd, guest/k8s.sh) puts its pods on a macvlan of the link with
+// the node config that gives each its own soft-RoCE device; rank-0 on a
+// and rank-1 on b find each other by the headless Service's DNS names
+// (their pods' own addresses), pre-connect, and a function passes 1,000
+// checksummed messages. The node agent does not publish a pod's device,
+// and deleting the pods leaves the nodes' RDMA links as they were.
+func (b *k8sBed) podnet(ctx context.Context) {
+	c := K8sPodnet
+	before := map[string]string{}
+	for _, n := range []string{NodeA, NodeB} {
+		out, err := b.onNode(n, podnetLinks, time.Minute)
+		if err != nil {
+			b.fail(c, "node %s's RDMA links: %v", n, err)
+			return
+		}
+		before[n] = strings.TrimSpace(out)
+		b.fact(c, n+".links_before", before[n])
+	}
+	// the operator's step 4: the nodes with the swift-podnet entry
+	if _, err := b.kubectl(ctx, "label", "node", NodeA, NodeB, "swift.io/podnet=true", "--overwrite"); err != nil {
+		b.fail(c, "label nodes: %v", err)
+		return
+	}
+	r0, err := b.example("k8s/podnet.yaml")
+	if err != nil {
+		b.fail(c, "%v", err)
+		return
+	}
+	// rank-1, as the example's comment has it: rank-0 with 0 and 1 swapped;
+	// rank-0 is pinned to a, the anti-affinity keeps rank-1 off it
+	r1 := strings.NewReplacer("rank-0", "rank-1", "rank-1", "rank-0").Replace(r0)
+	for _, y := range []string{pinned(r0, NodeA), r1} {
+		if err := b.apply(ctx, y); err != nil {
+			b.fail(c, "apply a rank: %v", err)
+			return
+		}
+	}
+	var nodes, ips []string
+	for _, p := range []string{"rank-0", "rank-1"} {
+		if err := b.waitRunning(ctx, "team-a", p, 4*time.Minute); err != nil {
+			b.fail(c, "%s Running: %v", p, err)
+			return
+		}
+		out, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "pod", p, "-o", "jsonpath={.spec.nodeName} {.status.podIP}")
+		f := strings.Fields(out)
+		if len(f) != 2 {
+			b.fail(c, "%s's node and address: %q", p, out)
+			return
+		}
+		nodes = append(nodes, p+" "+f[0])
+		ips = append(ips, p+"="+f[1])
+	}
+	b.fact(c, "nodes", strings.Join(nodes, ", "))
+	b.fact(c, "pod_ips", strings.Join(ips, " "))
+	ep, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "endpointslices", "-l", "kubernetes.io/service-name=ranks", "-o",
+		`jsonpath={range .items[*].endpoints[*]}{.hostname}={.addresses[0]} {end}`)
+	eps := strings.Fields(ep)
+	sort.Strings(eps)
+	b.fact(c, "endpoints", strings.Join(eps, " "))
+	// inside rank-0: its address, its own device (named after its network
+	// namespace), that device's node alone, and the device's GID for its
+	// address
+	b.inside(ctx, c, "rank-0", "team-a", "rank-0", "worker")
+	out, err := b.exec(ctx, "team-a", "rank-0", "worker", "/bin/sh", "-c",
+		`a=$(ip -4 -o addr show | awk '$2 != "lo" {sub("/.*", "", $4); print $4; exit}'); `+
+			`g=$(echo "$a" | awk -F. '{printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4}'); `+
+			`echo "addr $a"; echo "netns $(readlink /proc/self/ns/net)"; `+
+			`echo "gid_of_addr $(cat /sys/class/infiniband/$SWIFT_RDMA_DEVICES/ports/1/gids/* 2>/dev/null | grep -cx "$g")"`)
+	if err != nil {
+		b.fail(c, "exec in rank-0: %v: %s", err, out)
+	}
+	b.fact(c, "rank-0.addr", sub(out, `(?m)^addr (.*)$`))
+	b.fact(c, "rank-0.gid_of_addr", sub(out, `(?m)^gid_of_addr (.*)$`))
+	ns := sub(out, `(?m)^netns net:\[([0-9]+)\]$`)
+	b.mu.Lock()
+	dev := b.facts[c]["rank-0.devices_env"]
+	b.mu.Unlock()
+	b.fact(c, "rank-0.dev_of_netns", strconv.FormatBool(ns != "" && dev == "swp"+ns))
+	var st string
+	err = until(ctx, 3*time.Minute, func() (bool, error) {
+		st, err = b.exec(ctx, "team-a", "rank-0", "worker", "/.swift/bin/swift-run", "--status")
+		return err == nil && regexp.MustCompile(`(?m)^peer rank-1-worker\.team-a .* connected `).MatchString(st), err
+	})
+	b.fact(c, "status", firstLines(st, `^(zygote|peer) `))
+	b.fact(c, "rank-0.zygote_device", sub(st, `(?m)^zygote \S+ tenant \S+ device (\S+)`))
+	if err != nil {
+		b.fail(c, "rank-0's zygote never connected to rank-1's: %v", err)
+		return
+	}
+	// the node agent, started while the pod's device exists, does not
+	// offer it
+	if out, err := b.onNode(NodeA, "dra_start", time.Minute); err != nil {
+		b.fail(c, "swift-node on a: %v: %s", err, out)
+	} else {
+		var sl string
+		until(ctx, time.Minute, func() (bool, error) {
+			sl, err = b.cp.Kubectl(ctx, "get", "resourceslices", "--field-selector", "spec.nodeName="+NodeA, "-o",
+				`jsonpath={range .items[*]}{.spec.driver}:{range .spec.devices[*]}{.name},{end}{"\n"}{end}`)
+			// its slice once it has scanned the node (the one swift-node
+			// left in step 5 lists rxe1 too)
+			return err == nil && strings.TrimSpace(sl) == "rdma.swift.io:rxe0,", fmt.Errorf("slices %q", sl)
+		})
+		b.fact(c, "a.slice", strings.TrimSpace(sl))
+		b.onNode(NodeA, "dra_stop", time.Minute)
+	}
+	echo := make(chan string, 1)
+	go func() {
+		out, _ := b.exec(ctx, "team-a", "rank-1", "worker", "/.swift/bin/swift-run", "--peer", "rank-0-worker", "--all", "--", "echo", "20000")
+		echo <- out
+	}()
+	until(ctx, time.Minute, func() (bool, error) {
+		st, err := b.cp.Kubectl(ctx, "-n", "team-a", "exec", "rank-1", "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
+		return regexp.MustCompile(`(?m)^peer rank-0-worker\.team-a .* assigned [1-9]`).MatchString(st), err
+	})
+	out, err = b.exec(ctx, "team-a", "rank-0", "worker", "/.swift/bin/swift-run", "--peer", "rank-1-worker", "--time", "--",
+		"pingpong", "1000", "256")
+	if err != nil {
+		b.fail(c, "pingpong: %v", err)
+	}
+	b.fact(c, "pingpong_verified", sub(out, `(?m)^pingpong: sent [0-9]*, verified ([0-9]*),`))
+	b.fact(c, "rtt_us", sub(out, `rtt median ([0-9.]*) us`))
+	select {
+	case e := <-echo:
+		b.fact(c, "echo", sub(e, `(?m)^(echo: [0-9]* messages)`))
+	case <-time.After(2 * time.Minute):
+		b.fail(c, "rank-1's echo function did not end")
+	}
+	during, _ := b.onNode(NodeA, podnetLinks, time.Minute)
+	b.fact(c, "a.links_during", strings.TrimSpace(during))
+	for _, p := range []string{"rank-0", "rank-1"} {
+		if _, err := b.kubectl(ctx, "-n", "team-a", "delete", "pod", p, "--wait=true", "--timeout=3m"); err != nil {
+			b.fail(c, "delete %s: %v", p, err)
+		}
+	}
+	for _, n := range []string{NodeA, NodeB} {
+		var links, st string
+		until(ctx, time.Minute, func() (bool, error) {
+			out, err := b.onNode(n, podnetLinks, time.Minute)
+			links = strings.TrimSpace(out)
+			if err == nil {
+				st, err = b.nodeState(n)
+			}
+			return err == nil && links == before[n] && strings.HasPrefix(st, "leases 0; shims 0; zygotes 0;"), err
+		})
+		b.fact(c, n+".links_after", links)
+		b.fact(c, n+".after_delete", strings.Split(st, "; mounts")[0])
+	}
+}
+
 // containerRestart: trainer-1's zygote container ends (SIGTERM to its
 // PID 1, the zygote); the kubelet restarts it by the pod's restart policy,
 // and the new zygote reconnects to trainer-0's.
@@ -1050,11 +1213,14 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				for _, n := range []string{NodeA, NodeB} {
 					want(n+".version", K8sVersion)
 					want(n+".ready", "True")
-					want(n+".runtime_handlers", "runc swift")
+					want(n+".runtime_handlers", "runc swift swift-podnet")
 					match(n+".install", `^create drop-in: /run/swiftvm/conf\.d/swift\.toml \| `+
 						`add "/run/swiftvm/conf\.d/\*\.toml" to imports: /run/swiftvm/containerd\.toml \| `+
 						`restart containerd to apply .* \| `+
 						`runtime_type = "io\.containerd\.swift\.v2" \| BinaryName = "/\S+/runc" \| SwiftConfig = "/run/swiftvm/swift\.toml"$`)
+					// the second entry: the same import, its own node config and CNI directory
+					match(n+".install_podnet", `^create drop-in: /run/swiftvm/conf\.d/swift-podnet\.toml \| restart containerd to apply .* \| `+
+						`runtime_type = "io\.containerd\.swift\.v2" \| cni_conf_dir = "/run/swiftvm/cni/podnet\.d" \| SwiftConfig = "/run/swiftvm/swift-podnet\.toml"$`)
 				}
 			case K8sRuntime:
 				want("swift.runtimeclass_node", "swift a")
@@ -1101,6 +1267,7 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("rxe1.linkLayer", `{"string":"Ethernet"}`)
 				want("rxe1.portState", `{"string":"ACTIVE"}`)
 				want("rxe1.softRoCE", `{"bool":true}`)
+				want("rxe1.forkSharing", `{"string":"relay"}`)
 				want("worker-dra.allocation", "rdma.swift.io b rxe0")
 				want("worker-dra.uverbs", "1")
 				want("worker-dra.devices_env", "rxe0")
@@ -1120,8 +1287,11 @@ func checkK8s(t *testing.T, b *k8sBed) {
 					want(st.k+".port_state", `{"string":"`+st.state+`"}`)
 					want(st.k+".health", "claim:nic swift.io/rdma=rxe1 "+st.health)
 				}
-				match("link_down.seen_s", `^[0-9]+\.[0-9]$`)
-				match("link_up.seen_s", `^[0-9]+\.[0-9]$`)
+				// well inside the 60 s rescan: by the netlink events (at least
+				// one republish each for down and up)
+				match("link_down.seen_s", `^[0-9]\.[0-9]$|^1[0-9]\.[0-9]$`)
+				match("link_up.seen_s", `^[0-9]\.[0-9]$|^1[0-9]\.[0-9]$`)
+				match("republished_after_event", `^([2-9]|[1-9][0-9]+)$`)
 				want("dra-0.after_agent_restart", "Running 0 team-a device rxe1")
 				match("node_a", `^leases 2; shims 2; zygotes 1; `) // dra-0 and rdma-worker (worker-dra is on b, dra-1 Pending)
 				want("dra-1.after", "Running a rdma.swift.io a rxe1")
@@ -1149,6 +1319,30 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				match("trainer-0.after_restart", `^peer trainer-1-worker\.team-a \S+ connected `)
 				for _, n := range []string{NodeA, NodeB} {
 					want(n+".after_delete", "leases 0; shims 0; zygotes 0; mounts 0; processes 0; pod_dirs 0")
+				}
+			case K8sPodnet:
+				want("nodes", "rank-0 a, rank-1 b")
+				// each node's own range of the link's subnet (guest/k8s.sh)
+				match("pod_ips", `^rank-0=10\.0\.3\.11[1-9] rank-1=10\.0\.3\.12[1-9]$`)
+				want("endpoints", f["pod_ips"])
+				want("rank-0.addr", strings.TrimPrefix(strings.Fields(f["pod_ips"] + " ")[0], "rank-0="))
+				want("rank-0.uverbs", "1")
+				match("rank-0.devices_env", `^swp[0-9]+$`)
+				want("rank-0.dev_of_netns", "true")
+				want("rank-0.gid_of_addr", "1")
+				want("rank-0.zygote_device", f["rank-0.devices_env"])
+				want("rank-0.memlock", "1048576")
+				match("rank-0.rdma_max", `(^| )swp[0-9]+ hca_handle=4 hca_object=512( |$)`)
+				// the peer as the example names it: its DNS name, which is its pod's address
+				match("status", `peer rank-1-worker\.team-a rank-1\.ranks\.team-a\.svc\.cluster\.local:18515 connected`)
+				want("pingpong_verified", "1000")
+				want("echo", "echo: 1000 messages")
+				want("a.slice", "rdma.swift.io:rxe0,")
+				match("a.links_during", `(^| )swp[0-9]+( |$)`)
+				for _, n := range []string{NodeA, NodeB} {
+					want(n+".links_after", f[n+".links_before"])
+					match(n+".links_before", `^rxe0$`)
+					want(n+".after_delete", "leases 0; shims 0; zygotes 0")
 				}
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {

@@ -85,13 +85,14 @@ dp_stop() {
 }
 
 # dra_start: Swift's node agent, swift-node, the DRA driver rdma.swift.io:
-# as a node binary with the kubelet's credentials (the Node authorizer
+# rescanning only every 60 s, so that what it sees sooner comes from the
+# kernel's netlink events; as a node binary with the kubelet's credentials (the Node authorizer
 # lets a node manage its own ResourceSlices and read its pods' claims),
 # writing the CDI spec where this node's containerd reads CDI specs.
 dra_start() {
 	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_BIN_DIR/swift-node" /var/lib/swiftvm-k8s/ || return 1
 	setsid /var/lib/swiftvm-k8s/swift-node --kubeconfig "$K8S/$NODE/kubeconfig" --node-name "$NODE" \
-		--config "$W/swift.toml" --cdi-dir "$W/cdi" --rescan 2s >>"$R/swift-node.log" 2>&1 </dev/null &
+		--config "$W/swift.toml" --cdi-dir "$W/cdi" --rescan 60s >>"$R/swift-node.log" 2>&1 </dev/null &
 	echo $! >"$W/dra.pid"
 	i=0
 	until [ -S /var/lib/kubelet/plugins/rdma.swift.io/dra.sock ]; do
@@ -108,7 +109,7 @@ dra_stop() {
 }
 
 # coredns_start: the cluster DNS, on this node's address, port 53 (the
-# kubelet's clusterDNS: a node-local resolver); its kubernetes plugin
+# kubelets' clusterDNS, the other node's first); its kubernetes plugin
 # answers the cluster's names (a headless Service's pods by hostname)
 # with the bed's CoreDNS identity, and nothing else (no upstream: the
 # nodes are air-gapped).
@@ -154,6 +155,14 @@ install_runtime() {
 		return 1
 	}
 	cat "$W/conf.d/swift.toml" >>"$K8S/$NODE/install.out"
+	# the RuntimeClass swift-podnet's entry: its own node config
+	# (rdma.pod_softroce) and its pods' network (cni_conf_dir)
+	swiftctl install containerd --config "$cfg" --runtime-name swift-podnet --swift-config "$W/swift-podnet.toml" \
+		--cni-conf-dir "$W/cni/podnet.d" >"$K8S/$NODE/install-podnet.out" 2>&1 || {
+		cat "$K8S/$NODE/install-podnet.out"
+		return 1
+	}
+	cat "$W/conf.d/swift-podnet.toml" >>"$K8S/$NODE/install-podnet.out"
 	stop_pidfile "$W/containerd.pid"
 	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH SWIFT_CONFIG=$W/swift.toml \
 		setsid "$SWIFTVM_CONTAINERD_DIR/containerd" --config "$cfg" >>"$R/containerd.log" 2>&1 </dev/null &
@@ -203,6 +212,18 @@ scenario_x_k8s() {
 		echo "policy_path = \"$W/policy.toml\""
 		sed -e '/^policy_path = /d' -e 's#^keys_dir = .*#keys_dir = "/etc/swift/keys"#' "$W/swift.default.toml"
 	} >"$W/swift.toml"
+	# pods of the RuntimeClass swift-podnet (examples/k8s/podnet.yaml): the
+	# same node config with a soft-RoCE device of each pod's own, on a
+	# macvlan of the link (rxe0's netdev) with an address range per node
+	{
+		cat "$W/swift.toml"
+		echo 'pod_softroce = true'
+	} >"$W/swift-podnet.toml"
+	mkdir -p "$W/cni/podnet.d"
+	printf '%s\n' '{"cniVersion": "1.0.0", "name": "podnet", "plugins": [{"type": "macvlan", "master": "eth0", "mode": "bridge",' \
+		'  "ipam": {"type": "host-local", "dataDir": "'"$W"'/cni/ipam-podnet",' \
+		'           "ranges": [[{"subnet": "10.0.3.0/24", "rangeStart": "10.0.3.1'"$sub"'1", "rangeEnd": "10.0.3.1'"$sub"'9"}]]}}]}' \
+		>"$W/cni/podnet.d/10-podnet.conflist"
 	STEP=install
 	install_runtime || fail "install the swift runtime into containerd"
 	# the examples' images, preloaded as an air-gapped node has them: the
@@ -212,6 +233,9 @@ scenario_x_k8s() {
 		ctr --address "$W/containerd.sock" -n k8s.io images tag swift.local/vmroot:1 "$ref" ||
 			fail "cannot tag the image $ref"
 	done
+	# the cluster DNS: the other node's CoreDNS first, then this node's. A
+	# swift-podnet pod is on a macvlan of the link, and a macvlan reaches
+	# every address on the link but its own node's (macvlan's rule).
 	cat >"$W/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -225,7 +249,7 @@ cgroupDriver: cgroupfs
 failSwapOn: false
 resolvConf: $W/resolv.conf
 clusterDomain: cluster.local
-clusterDNS: [$MYIP]
+clusterDNS: [$PEERIP, $MYIP]
 localStorageCapacityIsolation: false
 evictionHard: {}
 imageGCHighThresholdPercent: 100
