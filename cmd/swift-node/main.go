@@ -1,7 +1,9 @@
 // Command swift-node is Swift's node agent. It runs the DRA driver
 // rdma.swift.io (package dra) as a kubelet plugin: it publishes the node's
 // RDMA devices in a ResourceSlice, prepares claims as their CDI names, and
-// reports the devices' health to the kubelet.
+// reports the devices' health to the kubelet. With --policy-configmap and
+// --keys-secret it also installs the tenant policy and keyrings an operator
+// keeps in Kubernetes onto the node as they change (package nodeconf).
 //
 //	swift-node --kubeconfig /etc/kubernetes/kubelet.conf --node-name "$(hostname)"
 //
@@ -22,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,6 +35,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/dra"
 	"github.com/swift-rdma/swift-containerd/internal/version"
+	"github.com/swift-rdma/swift-containerd/nodeconf"
 )
 
 func main() {
@@ -45,11 +49,13 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("swift-node", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the agent's identity (default: in-cluster)")
 	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
-	cfgPath := fs.String("config", config.PathFromEnv(), "Swift node config (its rdma.sys_root and rdma.dev_root)")
+	cfgPath := fs.String("config", config.PathFromEnv(), "Swift node config: its rdma.sys_root and rdma.dev_root, and where --policy-configmap and --keys-secret install (policy_path, keys_dir)")
 	cdiDir := fs.String("cdi-dir", cdispec.DefaultDir, "where the CDI spec of the node's devices is written (one of containerd's cdi_spec_dirs)")
 	pluginDir := fs.String("plugin-dir", filepath.Join(kubeletplugin.KubeletPluginsDir, dra.DriverName), "the kubelet plugin's directory")
 	registryDir := fs.String("registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registry")
 	rescan := fs.Duration("rescan", 10*time.Second, "how often the devices and their ports are read again besides the kernel's netlink events (an InfiniBand port's state has none)")
+	policyCM := fs.String("policy-configmap", "", "NAMESPACE/NAME of a ConfigMap whose "+nodeconf.PolicyKey+" is installed as the node's tenant policy (the node config's policy_path) as it changes")
+	keysSecret := fs.String("keys-secret", "", "NAMESPACE/NAME of a Secret whose <tenant>.keys entries are installed into the node config's keys_dir as they change (rings that leave it are removed)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,6 +72,14 @@ func run(args []string) error {
 	}
 	if *rescan < time.Second {
 		return fmt.Errorf("--rescan %s: want at least 1s", *rescan)
+	}
+	polRef, err := nodeconf.ParseRef(*policyCM)
+	if err != nil {
+		return fmt.Errorf("--policy-configmap %w", err)
+	}
+	keysRef, err := nodeconf.ParseRef(*keysSecret)
+	if err != nil {
+		return fmt.Errorf("--keys-secret %w", err)
 	}
 	c, err := config.Load(*cfgPath)
 	if err != nil && !(errors.Is(err, os.ErrNotExist) && *cfgPath == config.DefaultPath) {
@@ -115,6 +129,13 @@ func run(args []string) error {
 	defer h.Stop()
 	if err := h.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("publish the node's devices: %w", err)
+	}
+	if polRef.Set() || keysRef.Set() {
+		if polRef.Set() && c.PolicyFile() == "" {
+			return fmt.Errorf("--policy-configmap: the node config %s names no policy_path to install it at: %w", *cfgPath, errdefs.ErrInvalidArgument)
+		}
+		in := &nodeconf.Installer{PolicyPath: c.PolicyFile(), KeysDir: c.KeysDir}
+		nodeconf.Watch(ctx, client, in, polRef, keysRef, 5*time.Minute)
 	}
 	log.G(ctx).WithField("node", *node).WithField("driver", dra.DriverName).Info("swift-node: serving")
 	d.Watch(ctx, h.PublishResources)
