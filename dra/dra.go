@@ -210,6 +210,7 @@ type Driver struct {
 
 	mu       sync.Mutex
 	devices  []Device
+	scanned  bool                   // a scan has run
 	prepared map[types.UID][]string // claim -> its devices' slice names
 	health   chan struct{}          // closed and replaced on a health change
 }
@@ -248,12 +249,12 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 		log.G(ctx).WithError(err).Warn("rdma devices left out")
 	}
 	d.mu.Lock()
-	old := d.devices
+	old, first := d.devices, !d.scanned
 	d.mu.Unlock()
 	changed := !slices.Equal(old, devs)
 	// the spec first: a claim prepared once the devices are published
 	// names a CDI device the spec has
-	if (changed || old == nil) && len(inv.Devices) > 0 {
+	if (changed || first) && len(inv.Devices) > 0 {
 		s, err := cdispec.Spec(inv)
 		if err != nil {
 			return false, err
@@ -263,7 +264,7 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		log.G(ctx).WithField("path", p).WithField("devices", inv.Names()).Info("wrote the CDI spec of the node's rdma devices")
-	} else if (changed || old == nil) && len(inv.Devices) == 0 {
+	} else if (changed || first) && len(inv.Devices) == 0 {
 		// no device left: a spec naming gone device nodes would let a
 		// stale claim's container start without them
 		p, err := cdispec.Remove(d.CDIDir)
@@ -273,7 +274,7 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 		log.G(ctx).WithField("path", p).Info("no rdma devices: removed the CDI spec")
 	}
 	d.mu.Lock()
-	d.devices = devs
+	d.devices, d.scanned = devs, true
 	if changed {
 		close(d.health)
 		d.health = make(chan struct{})

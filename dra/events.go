@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/containerd/log"
 	"github.com/vishvananda/netlink"
@@ -33,16 +34,40 @@ func Events(ctx context.Context) (<-chan struct{}, error) {
 	}
 	var errs []error
 	ok := 0
-	links := make(chan netlink.LinkUpdate, 64)
-	if err := netlink.LinkSubscribeWithOptions(links, ctx.Done(), netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) { log.G(ctx).WithError(err).Warn("rtnetlink link events") },
-	}); err != nil {
+	subscribe := func() (chan netlink.LinkUpdate, error) {
+		links := make(chan netlink.LinkUpdate, 256)
+		return links, netlink.LinkSubscribeWithOptions(links, ctx.Done(), netlink.LinkSubscribeOptions{
+			ErrorCallback: func(err error) { log.G(ctx).WithError(err).Warn("rtnetlink link events") },
+		})
+	}
+	if links, err := subscribe(); err != nil {
 		errs = append(errs, fmt.Errorf("rtnetlink link events: %w", err))
 	} else {
 		ok++
 		go func() {
-			for range links {
+			for {
+				for range links {
+					kick()
+				}
+				// the subscription ends on a receive error (a full socket
+				// buffer, say): scan, and subscribe again
+				if ctx.Err() != nil {
+					return
+				}
 				kick()
+				log.G(ctx).Warn("rtnetlink link events ended: subscribing again")
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Second):
+					}
+					var err error
+					if links, err = subscribe(); err == nil {
+						break
+					}
+					log.G(ctx).WithError(err).Warn("rtnetlink link events")
+				}
 			}
 		}()
 	}
@@ -54,7 +79,12 @@ func Events(ctx context.Context) (<-chan struct{}, error) {
 		go func() {
 			buf := make([]byte, 8192)
 			for {
-				if _, err := f.Read(buf); err != nil {
+				_, err := f.Read(buf)
+				if errors.Is(err, unix.ENOBUFS) {
+					kick() // events were lost: scan anyway
+					continue
+				}
+				if err != nil {
 					if ctx.Err() == nil && !errors.Is(err, os.ErrClosed) {
 						log.G(ctx).WithError(err).Warn("rdma netlink monitor events ended")
 					}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/swift-rdma/swift-containerd/config/tomlfile"
 	"github.com/swift-rdma/swift-containerd/internal/atomicfile"
+	"github.com/swift-rdma/swift-containerd/internal/trust"
 )
 
 // Defaults of Options.
@@ -286,6 +287,11 @@ func checkCNIConfDir(dir string) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("CNI config directory %s is not a directory: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	// containerd runs the CNI plugins it names as root: whoever can write
+	// it decides what they do to the node's network
+	if _, err := trust.CheckDir(dir); err != nil {
+		return fmt.Errorf("CNI config directory: %w", err)
 	}
 	return nil
 }

@@ -197,7 +197,8 @@ func TestInstallRefuses(t *testing.T) {
 		{"relative swift config", files{"config.toml": "version = 3\n"}, Options{SwiftConfig: "swift.toml"}, errdefs.ErrInvalidArgument, "absolute"},
 		{"relative CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "podnet.d"}, errdefs.ErrInvalidArgument, "CNI config directory \"podnet.d\": must be an absolute path"},
 		{"missing CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "/nonexistent/podnet.d"}, errdefs.ErrNotFound, "CNI config directory /nonexistent/podnet.d"},
-		{"CNI config directory is a file", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "/etc/hostname"}, errdefs.ErrInvalidArgument, "is not a directory"},
+		{"CNI config directory is a file", files{"config.toml": "version = 3\n", "podnet.conflist": "{}\n"}, Options{CNIConfDir: "{D}/podnet.conflist"},
+			errdefs.ErrInvalidArgument, "is not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -205,6 +206,7 @@ func TestInstallRefuses(t *testing.T) {
 			before := snapshot(t, dir)
 			o := tc.opts
 			o.ConfigPath = filepath.Join(dir, "config.toml")
+			o.CNIConfDir = strings.ReplaceAll(o.CNIConfDir, "{D}", dir)
 			_, err := PlanInstall(o)
 			if !errors.Is(err, tc.err) || !strings.Contains(fmtyErr(err), tc.msg) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tc.err, tc.msg)
@@ -213,6 +215,25 @@ func TestInstallRefuses(t *testing.T) {
 				t.Error("a refused install changed files")
 			}
 		})
+	}
+}
+
+// A CNI config directory that others may write would let them choose what
+// the root-run CNI plugins do: refused, naming it.
+func TestInstallRefusesOpenCNIDir(t *testing.T) {
+	dir := t.TempDir()
+	files{"config.toml": "version = 3\n", "open.d/10.conflist": "{}\n"}.write(t, dir)
+	open := filepath.Join(dir, "open.d")
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, dir)
+	_, err := PlanInstall(Options{ConfigPath: filepath.Join(dir, "config.toml"), RuntimeName: "swift-podnet", CNIConfDir: open})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), open) {
+		t.Fatalf("err = %v, want FailedPrecondition naming %s", err, open)
+	}
+	if !maps.Equal(snapshot(t, dir), before) {
+		t.Error("a refused install changed files")
 	}
 }
 

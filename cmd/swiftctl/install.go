@@ -26,20 +26,23 @@ func newInstallCmd(verb string) *cobra.Command {
 		c.Long = `Add the swift runtime to containerd's config: a drop-in in the conf.d
 directory next to containerd's root config, imported from it. The entry
 copies the options of the node's runc entry; --runc and --systemd-cgroup
-override them. --dry-run prints the change as a unified diff and writes
-nothing. Restart containerd to apply it.`
+override them. Run it again with another --runtime-name (and its own
+--swift-config, and --cni-conf-dir for its pods' own CNI network) for a
+second entry, such as swift-podnet. --dry-run prints the change as a unified
+diff and writes nothing. Restart containerd to apply it.`
 		c.Flags().StringVar(&o.SwiftConfig, "swift-config", install.DefaultSwiftConfig, "node config path the runtime entry passes to the shim (SwiftConfig)")
 		c.Flags().StringVar(&o.BinaryName, "runc", "",
 			"runc binary of the runtime entry (BinaryName), an executable file (default: the node's runc entry's, else "+install.DefaultBinaryName+")")
 		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "set runc's SystemdCgroup option of the runtime entry (default: the node's runc entry's)")
 		c.Flags().StringVar(&o.CNIConfDir, "cni-conf-dir", "",
-			"CNI config directory of the entry's pods (containerd's per-runtime cni_conf_dir; default: the node's CNI network)")
+			"CNI config directory of the entry's pods: an absolute path of an existing directory only root may write (containerd's per-runtime cni_conf_dir, containerd 2.x; default: the node's default CNI config)")
 		c.Flags().IntVar(&o.Version, "version", 0, "expected containerd config version (2: containerd 1.7; 3 or 4: containerd 2.x); creates a missing root config")
 	} else {
 		group = "Remove the swift runtime from containerd's config"
 		c.Short = "Remove what install containerd added to containerd's config"
-		c.Long = `Remove what "swiftctl install containerd" added: the drop-in and its import,
-restoring containerd's config. --dry-run prints the change as a unified
+		c.Long = `Remove what "swiftctl install containerd" added: the drop-in and its import
+(which stays while another Swift entry's drop-in uses it), restoring
+containerd's config. --dry-run prints the change as a unified
 diff and writes nothing.`
 	}
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
