@@ -69,6 +69,7 @@ var exampleFiles = map[string]string{
 	"k8s/tenant-keys.yaml":     "TestExampleManifests",
 	"k8s/zygote-pod.yaml":      "TestExampleManifests",
 	"k8s/podnet.yaml":          "TestExampleManifests, the VM suite's k8s-podnet",
+	"k8s/node-agent-rbac.yaml": "TestExampleManifests, the VM suite's k8s-nodeconf",
 	"crictl/pod.json":          "TestExampleCrictl, the quickstart VM scenario",
 	"crictl/container.json":    "TestExampleCrictl, the quickstart VM scenario",
 	"containerd/swift-v2.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
@@ -281,7 +282,7 @@ func TestExampleManifests(t *testing.T) {
 		rel, _ := filepath.Rel(root, f)
 		rels = append(rels, filepath.ToSlash(rel))
 	}
-	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/podnet.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml"}
+	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/node-agent-rbac.yaml", "k8s/podnet.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml"}
 	if !slices.Equal(rels, wantFiles) {
 		t.Errorf("examples/**/*.yaml = %q, want %q (update the checks for a new example)", rels, wantFiles)
 	}
@@ -290,6 +291,7 @@ func TestExampleManifests(t *testing.T) {
 	// there for every other example.
 	base := map[string]bool{"kube-system": true}
 	parsed := map[string][]manifest{}
+	raw := map[string]string{}
 	for i, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -303,6 +305,7 @@ func TestExampleManifests(t *testing.T) {
 			}
 			parsed[rels[i]] = append(parsed[rels[i]], m)
 		}
+		raw[rels[i]] = string(b)
 		checkCommentOrder(t, rels[i], string(b), parsed[rels[i]])
 	}
 	for _, m := range parsed["runtimeclass.yaml"] {
@@ -332,8 +335,9 @@ func TestExampleManifests(t *testing.T) {
 				t.Errorf("%s: no metadata.namespace (it would land in the client's current namespace)", where)
 			case definesNamespace(parsed[rel], m.Metadata.Namespace) && !defined[m.Metadata.Namespace]:
 				t.Errorf("%s: namespace %q is defined after it in the file", where, m.Metadata.Namespace)
-			case !defined[m.Metadata.Namespace] && !base[m.Metadata.Namespace]:
-				t.Errorf("%s: namespace %q is defined neither before it in the file nor in examples/runtimeclass.yaml", where, m.Metadata.Namespace)
+			case !defined[m.Metadata.Namespace] && !base[m.Metadata.Namespace] && !appliedFirst(rel, raw[rel], parsed, m.Metadata.Namespace):
+				t.Errorf("%s: namespace %q is defined neither before it in the file, nor in examples/runtimeclass.yaml, "+
+					"nor in an example its comments apply first", where, m.Metadata.Namespace)
 			}
 			// Only pods read swift.io/ annotations.
 			for k := range m.Metadata.Annotations {
@@ -417,6 +421,32 @@ func TestExampleManifests(t *testing.T) {
 	if cdiDevices == 0 {
 		t.Errorf("no example requests a CDI device of kind %s", cdispec.Kind)
 	}
+}
+
+// appliedFirst tells whether another example that defines namespace ns
+// is applied (`kubectl apply -f NAME` in a comment) before rel itself in
+// rel's comments.
+func appliedFirst(rel, data string, parsed map[string][]manifest, ns string) bool {
+	self := -1
+	lines := strings.Split(data, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, "kubectl apply -f "+filepath.Base(rel)) {
+			self = i
+			break
+		}
+	}
+	for other, ms := range parsed {
+		if other == rel || !definesNamespace(ms, ns) {
+			continue
+		}
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, "kubectl apply -f "+filepath.Base(other)) &&
+				filepath.Dir(other) == filepath.Dir(rel) && (self < 0 || i < self) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func definesNamespace(ms []manifest, ns string) bool {

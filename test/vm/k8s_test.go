@@ -33,6 +33,7 @@ const (
 	K8sZygotes   = "k8s-zygotes"
 	K8sLifecycle = "k8s-lifecycle"
 	K8sPodnet    = "k8s-podnet"
+	K8sNodeconf  = "k8s-nodeconf"
 	K8sPodStart  = "k8s-pod-start"
 	k8sWorkerRef = "registry.example/rdma-worker:1.0"
 )
@@ -42,7 +43,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodnet, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodnet, K8sNodeconf, K8sPodStart}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -216,6 +217,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.zygotes(ctx)
 	b.lifecycle(ctx)
 	b.podnet(ctx)
+	b.nodeconf(ctx)
 	b.podStart(ctx)
 	// the scenarios after this one get the nodes without the bed's pods
 	b.kubectl(ctx, "-n", "default", "delete", "pod", "no-tenant", "--ignore-not-found", "--wait=true", "--timeout=2m")
@@ -1094,6 +1096,130 @@ func (b *k8sBed) podnet(ctx context.Context) {
 	}
 }
 
+// nodeconf: swift-node installs the tenant policy and keyrings from
+// Kubernetes (examples/k8s/node-agent-rbac.yaml): it replaces the keys
+// DaemonSet; a policy change in the ConfigMap reaches both nodes and the
+// next Create follows it; a malformed policy changes nothing; a ring
+// added to the Secret reaches both nodes, and is removed from both once it
+// leaves the Secret. The original policy is restored at the end.
+func (b *k8sBed) nodeconf(ctx context.Context) {
+	c := K8sNodeconf
+	nodes := []string{NodeA, NodeB}
+	y, err := b.example("k8s/node-agent-rbac.yaml")
+	if err == nil {
+		err = b.apply(ctx, y)
+	}
+	if err != nil {
+		b.fail(c, "apply examples/k8s/node-agent-rbac.yaml: %v", err)
+		return
+	}
+	if _, err := b.kubectl(ctx, "-n", "swift-system", "delete", "daemonset", "swift-tenant-keys", "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
+		b.fail(c, "delete the keys DaemonSet: %v", err)
+	}
+	orig, err := os.ReadFile(filepath.Join(b.dir, "policy.toml"))
+	if err != nil {
+		b.fail(c, "the bed's policy: %v", err)
+		return
+	}
+	// team-a's container memlock, 1Gi in the example, becomes 2Gi
+	changed := strings.Replace(string(orig), `memlock = "1Gi"`, `memlock = "2Gi"`, 1)
+	policyCM := func(policy string) error {
+		f := filepath.Join(b.dir, "policy-cm.toml")
+		if err := os.WriteFile(f, []byte(policy), 0o644); err != nil {
+			return err
+		}
+		y, err := b.kubectl(ctx, "-n", "swift-system", "create", "configmap", "swift-policy", "--from-file=policy.toml="+f,
+			"--dry-run=client", "-o", "yaml")
+		if err == nil {
+			err = b.apply(ctx, y)
+		}
+		return err
+	}
+	keysSecret := func(rings ...string) error {
+		args := []string{"-n", "swift-system", "create", "secret", "generic", "swift-tenant-keys"}
+		for _, r := range rings {
+			args = append(args, "--from-file="+filepath.Join(b.dir, r))
+		}
+		y, err := b.kubectl(ctx, append(args, "--dry-run=client", "-o", "yaml")...)
+		if err == nil {
+			err = b.apply(ctx, y)
+		}
+		return err
+	}
+	ring := filepath.Join(b.dir, "team-c.keys")
+	if out, err := exec.CommandContext(ctx, filepath.Join(b.bin, "swiftctl"), "keys", "gen", "--id", "2026-12", ring).CombinedOutput(); err != nil {
+		b.fail(c, "swiftctl keys gen: %v: %s", err, out)
+		return
+	}
+	if err := policyCM(changed); err != nil {
+		b.fail(c, "the policy ConfigMap: %v", err)
+		return
+	}
+	if err := keysSecret("team-a.keys", "team-c.keys"); err != nil {
+		b.fail(c, "the keys Secret: %v", err)
+		return
+	}
+	for _, n := range nodes {
+		if out, err := b.onNode(n, "dra_start --policy-configmap swift-system/swift-policy --keys-secret swift-system/swift-tenant-keys", time.Minute); err != nil {
+			b.fail(c, "swift-node on %s: %v: %s", n, err, out)
+			return
+		}
+	}
+	defer func() {
+		for _, n := range nodes {
+			b.onNode(n, "dra_stop", time.Minute)
+		}
+	}()
+	// what a node holds: team-a's container memlock in its policy, and the
+	// rings (mode, owner) in its keys dir
+	state := `echo "memlock $(grep -o 'memlock = "[0-9]*Gi"' "$W/policy.toml" | head -n1)"; ` +
+		`echo "rings $(cd /etc/swift/keys && stat -c '%n:%a:%u' *.keys | sort | tr '\n' ' ')"`
+	wait := func(key, want string) {
+		var got string
+		start := time.Now()
+		for _, n := range nodes {
+			err := until(ctx, 2*time.Minute, func() (bool, error) {
+				out, err := b.onNode(n, state, time.Minute)
+				got = strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(out), "\n", "; ")), " ")
+				return err == nil && got == want, fmt.Errorf("%v: %s", err, got)
+			})
+			b.fact(c, n+"."+key, got)
+			if err != nil {
+				b.fail(c, "%s on node %s: %v", key, n, err)
+			}
+		}
+		b.fact(c, key+"_s", fmt.Sprintf("%.1f", time.Since(start).Seconds()))
+	}
+	wait("installed", `memlock memlock = "2Gi"; rings team-a.keys:400:0 team-c.keys:400:0`)
+	// the next Create follows the new policy
+	pod := strings.Replace(zygotePod("nodeconf", NodeA, ""), "    swift.io/zygote: \"true\"\n", "", 1)
+	if b.start(ctx, c, pod, "nodeconf", 4*time.Minute) {
+		b.inside(ctx, c, "nodeconf", "team-a", "nodeconf", "worker")
+		b.kubectl(ctx, "-n", "team-a", "delete", "pod", "nodeconf", "--wait=true", "--timeout=2m")
+	}
+	// a malformed policy changes nothing, and the agent says why
+	if err := policyCM("[tenants\n"); err != nil {
+		b.fail(c, "the malformed policy: %v", err)
+	}
+	var said string
+	until(ctx, time.Minute, func() (bool, error) {
+		out, err := b.onNode(NodeA, `grep -c 'tenant policy not installed' "$R/swift-node.log"`, time.Minute)
+		said = strings.TrimSpace(out)
+		return err == nil && said != "0", err
+	})
+	b.fact(c, "malformed_logged", said)
+	// team-c leaves the Secret: gone from both nodes (the policy still 2Gi)
+	if err := keysSecret("team-a.keys"); err != nil {
+		b.fail(c, "the keys Secret without team-c: %v", err)
+	}
+	wait("removed", `memlock memlock = "2Gi"; rings team-a.keys:400:0`)
+	// the original policy back, for the checks after this one
+	if err := policyCM(string(orig)); err != nil {
+		b.fail(c, "restore the policy: %v", err)
+	}
+	wait("restored", `memlock memlock = "1Gi"; rings team-a.keys:400:0`)
+}
+
 // containerRestart: trainer-1's zygote container ends (SIGTERM to its
 // PID 1, the zygote); the kubelet restarts it by the pod's restart policy,
 // and the new zygote reconnects to trainer-0's.
@@ -1343,6 +1469,17 @@ func checkK8s(t *testing.T, b *k8sBed) {
 					want(n+".links_after", f[n+".links_before"])
 					match(n+".links_before", `^rxe0$`)
 					want(n+".after_delete", "leases 0; shims 0; zygotes 0")
+				}
+			case K8sNodeconf:
+				for _, n := range []string{NodeA, NodeB} {
+					want(n+".installed", `memlock memlock = "2Gi"; rings team-a.keys:400:0 team-c.keys:400:0`)
+					want(n+".removed", `memlock memlock = "2Gi"; rings team-a.keys:400:0`)
+					want(n+".restored", `memlock memlock = "1Gi"; rings team-a.keys:400:0`)
+				}
+				want("nodeconf.memlock", "2097152") // the ConfigMap's 2Gi, in KiB
+				match("malformed_logged", `^[1-9][0-9]*$`)
+				for _, k := range []string{"installed_s", "removed_s", "restored_s"} {
+					match(k, `^[0-9]+\.[0-9]$`)
 				}
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {
