@@ -817,29 +817,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		b.fail(c, "trainer-0's zygote never connected to trainer-1's: %v", err)
 		return
 	}
-	echo := make(chan string, 1)
-	go func() {
-		out, _ := b.exec(ctx, "team-a", "trainer-1", "worker", "/.swift/bin/swift-run", "--peer", "trainer-0-worker", "--all", "--", "echo", "20000")
-		echo <- out
-	}()
-	// the echo function holds trainer-1's QPs to trainer-0
-	until(ctx, time.Minute, func() (bool, error) {
-		st, err := b.cp.Kubectl(ctx, "-n", "team-a", "exec", "trainer-1", "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
-		return regexp.MustCompile(`(?m)^peer trainer-0-worker\.team-a .* assigned [1-9]`).MatchString(st), err
-	})
-	out, err := b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--peer", "trainer-1-worker", "--time", "--",
-		"pingpong", "1000", "256")
-	if err != nil {
-		b.fail(c, "pingpong: %v", err)
-	}
-	b.fact(c, "pingpong_verified", sub(out, `(?m)^pingpong: sent [0-9]*, verified ([0-9]*),`))
-	b.fact(c, "rtt_us", sub(out, `rtt median ([0-9.]*) us`))
-	select {
-	case e := <-echo:
-		b.fact(c, "echo", sub(e, `(?m)^(echo: [0-9]* messages)`))
-	case <-time.After(2 * time.Minute):
-		b.fail(c, "trainer-1's echo function did not end")
-	}
+	b.messages(ctx, c, "trainer-0", "trainer-1")
 	// the price of invoking a function through exec, end to end
 	// (k8s.exec_swift_run_ms)
 	var ms []float64
@@ -853,6 +831,37 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 	}
 	b.fact(c, "exec_swift_run_ms", fmt.Sprintf("%.0f", harness.Median(ms)))
 	b.fact(c, "exec_swift_run_n", strconv.Itoa(len(ms)))
+}
+
+// messages has an echo function in pod to (of team-a, container worker)
+// hold its QPs to from's zygote, and a function forked in from pass 1,000
+// checksummed messages of 256 B to it: facts pingpong_verified, rtt_us and
+// echo of check c.
+func (b *k8sBed) messages(ctx context.Context, c, from, to string) {
+	echo := make(chan string, 1)
+	go func() {
+		out, _ := b.exec(ctx, "team-a", to, "worker", "/.swift/bin/swift-run", "--peer", from+"-worker", "--all", "--", "echo", "20000")
+		echo <- out
+	}()
+	// the echo function holds to's QPs to from
+	peer := regexp.MustCompile(`(?m)^peer ` + regexp.QuoteMeta(from) + `-worker\.team-a .* assigned [1-9]`)
+	until(ctx, time.Minute, func() (bool, error) {
+		st, err := b.cp.Kubectl(ctx, "-n", "team-a", "exec", to, "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
+		return peer.MatchString(st), err
+	})
+	out, err := b.exec(ctx, "team-a", from, "worker", "/.swift/bin/swift-run", "--peer", to+"-worker", "--time", "--",
+		"pingpong", "1000", "256")
+	if err != nil {
+		b.fail(c, "pingpong: %v", err)
+	}
+	b.fact(c, "pingpong_verified", sub(out, `(?m)^pingpong: sent [0-9]*, verified ([0-9]*),`))
+	b.fact(c, "rtt_us", sub(out, `rtt median ([0-9.]*) us`))
+	select {
+	case e := <-echo:
+		b.fact(c, "echo", sub(e, `(?m)^(echo: [0-9]* messages)`))
+	case <-time.After(2 * time.Minute):
+		b.fail(c, "%s's echo function did not end", to)
+	}
 }
 
 // lifecycle: a kubelet restart keeps running pods' zygotes, pools and
@@ -1052,28 +1061,7 @@ func (b *k8sBed) podnet(ctx context.Context) {
 		b.fact(c, "a.slice", strings.TrimSpace(sl))
 		b.onNode(NodeA, "dra_stop", time.Minute)
 	}
-	echo := make(chan string, 1)
-	go func() {
-		out, _ := b.exec(ctx, "team-a", "rank-1", "worker", "/.swift/bin/swift-run", "--peer", "rank-0-worker", "--all", "--", "echo", "20000")
-		echo <- out
-	}()
-	until(ctx, time.Minute, func() (bool, error) {
-		st, err := b.cp.Kubectl(ctx, "-n", "team-a", "exec", "rank-1", "-c", "worker", "--", "/.swift/bin/swift-run", "--status")
-		return regexp.MustCompile(`(?m)^peer rank-0-worker\.team-a .* assigned [1-9]`).MatchString(st), err
-	})
-	out, err = b.exec(ctx, "team-a", "rank-0", "worker", "/.swift/bin/swift-run", "--peer", "rank-1-worker", "--time", "--",
-		"pingpong", "1000", "256")
-	if err != nil {
-		b.fail(c, "pingpong: %v", err)
-	}
-	b.fact(c, "pingpong_verified", sub(out, `(?m)^pingpong: sent [0-9]*, verified ([0-9]*),`))
-	b.fact(c, "rtt_us", sub(out, `rtt median ([0-9.]*) us`))
-	select {
-	case e := <-echo:
-		b.fact(c, "echo", sub(e, `(?m)^(echo: [0-9]* messages)`))
-	case <-time.After(2 * time.Minute):
-		b.fail(c, "rank-1's echo function did not end")
-	}
+	b.messages(ctx, c, "rank-0", "rank-1")
 	during, _ := b.onNode(NodeA, podnetLinks, time.Minute)
 	b.fact(c, "a.links_during", strings.TrimSpace(during))
 	for _, p := range []string{"rank-0", "rank-1"} {
