@@ -17,5 +17,7 @@
 // shim is alive, through /proc), ledger.go (the lock, the bbolt open and a
 // transaction on the lease bucket), check.go (the out-of-process check
 // bbolt opens only files it passed), operations.go (acquire, release, list
-// and gc) and repair.go (salvage and rebuild).
+// and gc), repair.go (salvage and rebuild) and snapshot.go (the leases as
+// of the last write, beside the ledger, for readers that must not wait on
+// its lock).
 package ledger

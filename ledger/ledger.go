@@ -115,6 +115,9 @@ func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(committed bool), retErr
 	}
 	return db, func(committed bool) {
 		defer lf.Close()
+		if !readOnly && committed {
+			l.snapshotOf(db) // under the lock: snapshots follow commits in order
+		}
 		if db.Close() == nil && !readOnly && committed {
 			// what this writer committed is the trusted state
 			if data, err := os.ReadFile(l.Path); err == nil {
