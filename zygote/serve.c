@@ -55,6 +55,20 @@ size_t swift_format_status(struct zygote *z, char *buf, size_t len)
 	P("zygote %s tenant %s device %s provider %s share %s gid %d\n", z->cfg.name, z->cfg.tenant,
 	  z->have_dev ? d->name : "none", z->have_dev ? d->provider : "none",
 	  z->have_dev ? swift_share_name(d->share) : "n/a", z->have_dev ? d->gid_index : -1);
+	if (z->have_dev) {
+		/* the pool's figures on one line, for the node agent's metrics:
+		 * rows by state, the functions' own QPs, the tenant's limit */
+		int n[ROW_BROKEN + 1] = {0}, total = 0;
+
+		for (i = 0; i < d->row_hwm; i++)
+			if (d->rows[i].state != ROW_EMPTY && d->rows[i].state <= ROW_BROKEN) {
+				n[d->rows[i].state]++;
+				total++;
+			}
+		P("rows total=%d free=%d assigned=%d held=%d pending=%d reclaim=%d broken=%d own=%d limit=%d\n", total,
+		  n[ROW_FREE], n[ROW_ASSIGNED], n[ROW_HELD], n[ROW_PENDING], n[ROW_RECLAIM], n[ROW_BROKEN], d->own_qps,
+		  d->qp_limit);
+	}
 	if (z->have_dev && d->qp_limit)
 		P("qps in_use %d limit %d\n", swift_qps_in_use(d), d->qp_limit);
 	if (z->listen_err[0])
