@@ -36,8 +36,9 @@ export SWIFT_CONTAINERD_BIN := $(CONTAINERD_BIN)
 export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
 export SWIFT_CNI_BIN := $(CACHE)/cni-plugins-$(CNI_PLUGINS_VERSION:v%=%)
 export SWIFT_K8S_BIN := $(CACHE)/k8s-$(K8S_VERSION:v%=%)
+export SWIFT_HELM_BIN := $(SWIFT_K8S_BIN)/helm
 
-.PHONY: all build install deps test unit lint fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
+.PHONY: all build install deps test unit lint helm fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
 
 all: build
 
@@ -78,6 +79,11 @@ unit: lint
 	$(MAKE) -s -C zygote test OUT=$(BIN)
 	$(MAKE) -s -C preload test OUT=$(BIN)
 
+# The Helm chart (deploy/helm/swift): helm lint --strict and helm template,
+# its objects against literal expectations (Helm v4, built by deps).
+helm: deps
+	$(GO) test -count=1 -tags e2e -v ./test/helm
+
 # Each fuzz target runs its budget of inputs on top of its seed corpus.
 FUZZ = $(GO) test -run '^$$' -fuzzminimizetime 0
 fuzz:
@@ -86,6 +92,8 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseRuntimeOptions$$' -fuzztime $$((50000 * $(FUZZSCALE)))x ./shim
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./policy
 	$(FUZZ) -fuzz '^FuzzParseSnapshot$$' -fuzztime $$((300000 * $(FUZZSCALE)))x ./verbs
+	$(FUZZ) -fuzz '^FuzzDecode$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./metrics
+	$(FUZZ) -fuzz '^FuzzParseStatus$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./metrics
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./keys
 	$(FUZZ) -fuzz '^FuzzCorruptLedger$$' -fuzztime $$((2000 * $(FUZZSCALE)))x ./ledger
 
@@ -115,7 +123,7 @@ include test/vm/vm.mk
 
 # `make test` ends with `make demo` itself: the same boot, scenario and
 # node config a person runs, so that when the main job breaks, CI fails.
-test: deps build unit fuzz integration cri matrix shimbench-smoke test-vm benchkeys-smoke demo
+test: deps build unit helm fuzz integration cri matrix shimbench-smoke test-vm benchkeys-smoke demo
 
 # The documentation's figures (README, docs/benchmarks.md) are all produced.
 BENCH_DOCS = $(foreach f,README.md $(wildcard docs/benchmarks.md),-doc $(f))

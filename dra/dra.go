@@ -283,6 +283,13 @@ func (d *Driver) scan(ctx context.Context) (bool, error) {
 	return changed, nil
 }
 
+// Devices returns the devices as last scanned.
+func (d *Driver) Devices() []Device {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.devices)
+}
+
 // Resources is the node's pool: one slice of its devices.
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()

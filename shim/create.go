@@ -21,6 +21,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/inject"
 	"github.com/swift-rdma/swift-containerd/internal/trust"
 	"github.com/swift-rdma/swift-containerd/ledger"
+	"github.com/swift-rdma/swift-containerd/metrics"
 	"github.com/swift-rdma/swift-containerd/policy"
 	"github.com/swift-rdma/swift-containerd/rdma"
 	"github.com/swift-rdma/swift-containerd/verbs"
@@ -35,46 +36,74 @@ import (
 // lease, the files). Then runc creates the container, and the zygote's
 // keys are handed to its init.
 
-// Create prepares the bundle's spec, converts runtime options, then delegates.
+// Create prepares the bundle's spec, converts runtime options, then
+// delegates. Its outcome goes to the node agent's metrics (report), which
+// never holds it up.
 func (s *Service) Create(ctx context.Context, r *taskapi.CreateTaskRequest) (*taskapi.CreateTaskResponse, error) {
 	start := time.Now()
-	lease, key, err := prepare(ctx, r)
+	c, err := prepare(ctx, r)
 	if err != nil {
+		c.report(ctx, metrics.Report{Outcome: metrics.OutcomeRefused, Reason: metrics.Reason(err), Seconds: time.Since(start).Seconds()})
 		log.G(ctx).WithError(err).WithField("id", r.ID).Error("swift: create refused")
 		return nil, errgrpc.ToGRPC(err)
 	}
-	log.G(ctx).WithField("id", r.ID).WithField("took", time.Since(start)).Debug("swift: spec prepared")
+	took := time.Since(start)
+	log.G(ctx).WithField("id", r.ID).WithField("took", took).Debug("swift: spec prepared")
 	resp, err := s.TTRPCTaskService.Create(ctx, r)
 	if err != nil {
-		lease.release(ctx) // runc did not create it: the lease goes back
-		if key != nil {
-			key.drop()
+		c.report(ctx, metrics.Report{Outcome: metrics.OutcomeFailed, Reason: metrics.Reason(errgrpc.ToNative(err)), Seconds: took.Seconds()})
+		c.lease.release(ctx) // runc did not create it: the lease goes back
+		if c.key != nil {
+			c.key.drop()
 		}
 		return resp, err
 	}
-	if key != nil {
+	c.report(ctx, metrics.Report{Outcome: c.outcome, Seconds: took.Seconds()})
+	if c.key != nil {
 		// the container's init: runc's until Start, then swift-init
-		key.start(ctx, r.ID, int(resp.Pid))
+		c.key.start(ctx, r.ID, int(resp.Pid))
 	}
-	s.containers.add(r.ID, container{bundle: r.Bundle, lease: lease})
+	s.containers.add(r.ID, container{bundle: r.Bundle, lease: c.lease})
 	return resp, nil
 }
 
+// created is what a Create's preparation did: its outcome for the
+// metrics, the container's lease (nil without a policy) and a zygote's
+// keys to hand over (nil for other containers).
+type created struct {
+	outcome string // metrics.OutcomeLeft, OutcomeInjected or OutcomeZygote
+	// stateDir is the node's, once its config was read ("": the default
+	// config's), where the agent's report socket is.
+	stateDir string
+	lease    *leaseRef
+	key      *keyHandoff
+}
+
+// report hands r to the node agent, if one listens: a datagram that is
+// dropped rather than waited for.
+func (c *created) report(ctx context.Context, r metrics.Report) {
+	dir := c.stateDir
+	if dir == "" {
+		dir = config.Default().StateDir
+	}
+	if err := metrics.Send(metrics.SocketPath(dir), r); err != nil {
+		log.G(ctx).WithError(err).Debug("swift: create not reported to the node agent")
+	}
+}
+
 // prepare converts the request's runtime options, finds the Swift config,
-// and edits the bundle (editBundle): it returns the container's lease (nil
-// without a policy) and a zygote's keys to hand over (nil for other
-// containers).
-func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*leaseRef, *keyHandoff, error) {
+// and edits the bundle (editBundle). What it returns is never nil.
+func prepare(ctx context.Context, r *taskapi.CreateTaskRequest) (*created, error) {
 	ropts, err := ConvertOptions(r)
 	if err != nil {
-		return nil, nil, err
+		return &created{}, err
 	}
 	cfgPath := ropts.SwiftConfig
 	if cfgPath == "" {
 		cfgPath = config.PathFromEnv()
 	}
 	if !filepath.IsAbs(r.Bundle) {
-		return nil, nil, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
+		return &created{}, fmt.Errorf("bundle path %q is not absolute: %w", r.Bundle, errdefs.ErrInvalidArgument)
 	}
 	return editBundle(ctx, r.Bundle, Node{CgroupRoot: "/sys/fs/cgroup", ConfigPath: cfgPath})
 }
@@ -89,18 +118,22 @@ type Node struct {
 
 // editBundle applies the Swift injection to bundle/config.json. Containers
 // that do not opt in, and the CRI sandbox container, are left as they are.
-// On error the file is unchanged and no lease is held. It returns the
-// lease it took (nil without a policy; the task service gives it back at
-// Delete, `swiftctl pools gc` once the container is gone) and, for a
-// zygote container, its keys to hand to its init once runc has made it
-// (keyHandoff.start).
-func editBundle(ctx context.Context, bundle string, node Node) (_ *leaseRef, _ *keyHandoff, retErr error) {
+// On error the file is unchanged and no lease is held. It returns, never
+// nil, the outcome, the lease it took (nil without a policy; the task
+// service gives it back at Delete, `swiftctl pools gc` once the container
+// is gone) and, for a zygote container, its keys to hand to its init once
+// runc has made it (keyHandoff.start).
+func editBundle(ctx context.Context, bundle string, node Node) (c *created, retErr error) {
+	c = &created{outcome: metrics.OutcomeLeft}
 	req, err := newCreateRequest(ctx, bundle, node)
+	if req != nil {
+		c.stateDir = req.cfg.StateDir
+	}
 	if err != nil || req == nil {
-		return nil, nil, err
+		return c, err
 	}
 	if in, err := optIn(ctx, req); err != nil || !in {
-		return nil, nil, err
+		return c, err
 	}
 	defer func() {
 		if retErr != nil && req.podLink != nil {
@@ -111,23 +144,23 @@ func editBundle(ctx context.Context, bundle string, node Node) (_ *leaseRef, _ *
 		}
 	}()
 	if err := podDevice(ctx, req); err != nil {
-		return nil, nil, err
+		return c, err
 	}
 	d, err := decide(ctx, req)
 	if err != nil {
-		return nil, nil, err
+		return c, err
 	}
 	lease, err := commit(ctx, req, d)
 	if err != nil {
-		return nil, nil, err
+		return c, err
 	}
-	var key *keyHandoff
+	c.lease, c.outcome = lease, metrics.OutcomeInjected
 	if d.zygote != nil {
-		key = d.zygote.key
+		c.key, c.outcome = d.zygote.key, metrics.OutcomeZygote
 	}
 	log.G(ctx).WithField("devices", strings.Join(d.tenancy.devices, ",")).WithField("zygote", d.zygote != nil).
 		WithField("tenant", d.tenancy.tenant.Name).WithField("lease", lease != nil).Info("swift: rdma injected")
-	return lease, key, nil
+	return c, nil
 }
 
 // createRequest is one Create as its steps see it, read once: the bundle

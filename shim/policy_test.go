@@ -23,6 +23,7 @@ import (
 	"github.com/swift-rdma/swift-containerd/annotations"
 	"github.com/swift-rdma/swift-containerd/keys"
 	"github.com/swift-rdma/swift-containerd/ledger"
+	"github.com/swift-rdma/swift-containerd/metrics"
 	"github.com/swift-rdma/swift-containerd/policy"
 )
 
@@ -266,7 +267,7 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	}
 	// the keys to hand over are the pair keys of tenant a's node-local
 	// ring for the zygote's name and its two peers', in the pod's namespace
-	_, key, err := editBundle(callerCtx(ann), bundle, Node{CgroupRoot: n.cgroupRoot, ConfigPath: cfg})
+	c, err := editBundle(callerCtx(ann), bundle, Node{CgroupRoot: n.cgroupRoot, ConfigPath: cfg})
 	b, _ := os.ReadFile(filepath.Join(state, "keys", "a.keys"))
 	ring, perr := keys.Parse("a.keys", b)
 	if perr != nil || len(ring) != 1 {
@@ -276,8 +277,8 @@ func TestEditBundlePolicyZygote(t *testing.T) {
 	want := "# Swift pair keys of zygote " + self + " of tenant a: <id> <key> <peer>, newest first\n" +
 		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "a", self, "b.team-a")) + " b.team-a\n" +
 		ring[0].ID + " " + hex.EncodeToString(keys.PairKey(ring[0].Key, "a", self, "c.team-a")) + " c.team-a\n"
-	if err != nil || key == nil || string(key.ring) != want {
-		t.Errorf("the keys to hand over: %v (%v), want tenant a's pair keys:\n%s", key, err, want)
+	if err != nil || c.key == nil || string(c.key.ring) != want || c.outcome != metrics.OutcomeZygote {
+		t.Errorf("the keys to hand over: %v (%v, outcome %q), want tenant a's pair keys and outcome zygote:\n%s", c.key, err, c.outcome, want)
 	}
 	// tenant a's container.qps (8) is the charge and the zygote's limit
 	if ls := leasesIn(t, state); len(ls) != 1 || ls[0].Charge.QPs != 8 || ls[0].Tenant != "a" {

@@ -7,6 +7,12 @@
 //
 //	swift-node --kubeconfig /etc/kubernetes/kubelet.conf --node-name "$(hostname)"
 //
+// It serves Prometheus metrics on --metrics-addr (package metrics): each
+// tenant's leases and quota use, each zygote's pool, the shims' Create
+// outcomes and latency (reported on a socket in the state dir that only
+// root reaches), the devices' ports and the verbs cache's state, which it
+// checks again whenever the devices change.
+//
 // Without --kubeconfig it uses the in-cluster configuration (a DaemonSet's
 // service account). It needs the kubelet's plugin directories
 // (/var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins) and writes
@@ -14,10 +20,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,16 +35,23 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/swift-rdma/swift-containerd/cdispec"
 	"github.com/swift-rdma/swift-containerd/config"
 	"github.com/swift-rdma/swift-containerd/dra"
 	"github.com/swift-rdma/swift-containerd/internal/version"
+	"github.com/swift-rdma/swift-containerd/ledger"
+	"github.com/swift-rdma/swift-containerd/metrics"
 	"github.com/swift-rdma/swift-containerd/nodeconf"
+	"github.com/swift-rdma/swift-containerd/policy"
+	"github.com/swift-rdma/swift-containerd/verbs"
 )
 
 func main() {
@@ -56,6 +72,8 @@ func run(args []string) error {
 	rescan := fs.Duration("rescan", 10*time.Second, "how often the devices and their ports are read again besides the kernel's netlink events (an InfiniBand port's state has none)")
 	policyCM := fs.String("policy-configmap", "", "NAMESPACE/NAME of a ConfigMap whose "+nodeconf.PolicyKey+" is installed as the node's tenant policy (the node config's policy_path) as it changes")
 	keysSecret := fs.String("keys-secret", "", "NAMESPACE/NAME of a Secret whose <tenant>.keys entries are installed into the node config's keys_dir as they change (rings that leave it are removed)")
+	metricsAddr := fs.String("metrics-addr", ":9478", "address of the Prometheus metrics endpoint (/metrics), \"\" for none; the shims report Creates to the agent either way")
+	logLevel := fs.String("log-level", "", "trace, debug, info, warn or error (default: the node config's log_level, else info)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,6 +105,11 @@ func run(args []string) error {
 	}
 	if err != nil {
 		c = config.Default()
+	}
+	if lvl := cmp.Or(*logLevel, c.LogLevel); lvl != "" {
+		if err := log.SetLevel(lvl); err != nil {
+			return fmt.Errorf("--log-level %q: %w", lvl, errdefs.ErrInvalidArgument)
+		}
 	}
 	var rc *rest.Config
 	if *kubeconfig != "" {
@@ -137,10 +160,83 @@ func run(args []string) error {
 		in := &nodeconf.Installer{PolicyPath: c.PolicyFile(), KeysDir: c.KeysDir}
 		nodeconf.Watch(ctx, client, in, polRef, keysRef, 5*time.Minute)
 	}
+	if err := serveMetrics(ctx, c, d, *metricsAddr); err != nil {
+		return err
+	}
 	log.G(ctx).WithField("node", *node).WithField("driver", dra.DriverName).Info("swift-node: serving")
-	d.Watch(ctx, h.PublishResources)
+	d.Watch(ctx, func(ctx context.Context, r resourceslice.DriverResources) error {
+		// the devices changed: the verbs cache describes the node as it was
+		if v := verbsCache(c); v.State != verbs.StateValid {
+			log.G(ctx).WithField("state", v.State).WithField("why", v.Why()).Warn("swift-node: the verbs cache no longer matches the node's devices: containers get stock libibverbs until `swiftctl cache build`")
+		}
+		return h.PublishResources(ctx, r)
+	})
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	return nil
+}
+
+func verbsCache(c config.Config) verbs.Result {
+	return verbs.Check(verbs.Node{StateDir: c.StateDir, Sources: verbs.Sources{SysRoot: c.RDMA.SysRoot}})
+}
+
+// serveMetrics listens for the shims' Create reports in the state dir and
+// serves the node's metrics on addr ("" for none) until ctx ends.
+func serveMetrics(ctx context.Context, c config.Config, d *dra.Driver, addr string) error {
+	col := metrics.NewCollector()
+	col.StateDir = c.StateDir
+	col.Quotas = func() (map[string]ledger.Amounts, error) {
+		p, err := policy.LoadNode(c)
+		if err != nil {
+			return nil, err
+		}
+		q := map[string]ledger.Amounts{}
+		for n, t := range p.Tenants {
+			q[n] = t.Node.Amounts()
+		}
+		return q, nil
+	}
+	col.Devices = func() []metrics.DeviceState {
+		var out []metrics.DeviceState
+		for _, x := range d.Devices() {
+			out = append(out, metrics.DeviceState{Name: x.Name, PortState: x.PortState})
+		}
+		return out
+	}
+	col.VerbsCache = func() string { return string(verbsCache(c).State) }
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return err
+	}
+	rx, err := metrics.Listen(metrics.SocketPath(c.StateDir))
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer rx.Close()
+		rx.Serve(ctx, col.Observe, col.Drop)
+	}()
+	if addr == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(col); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 10 * time.Second}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, MaxHeaderBytes: 16 << 10}
+	context.AfterFunc(ctx, func() { srv.Close() })
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.G(ctx).WithError(err).Error("swift-node: the metrics endpoint stopped")
+		}
+	}()
+	log.G(ctx).WithField("addr", ln.Addr().String()).WithField("reports", rx.Path()).Info("swift-node: serving metrics")
 	return nil
 }
