@@ -43,7 +43,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sLifecycle, K8sPodnet, K8sNodeconf, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sMetrics, K8sLifecycle, K8sPodnet, K8sNodeconf, K8sPodStart}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -215,6 +215,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.devicePlugin(ctx)
 	b.dra(ctx)
 	b.zygotes(ctx)
+	b.metrics(ctx)
 	b.lifecycle(ctx)
 	b.podnet(ctx)
 	b.nodeconf(ctx)
@@ -1425,6 +1426,22 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("echo", "echo: 1000 messages")
 				want("exec_swift_run_n", strconv.Itoa(b.runs))
 				match("exec_swift_run_ms", `^[1-9][0-9]*$`)
+			case K8sMetrics:
+				match("refused", `^[1-9][0-9]*$`)
+				want("meter-b2.why", `tenant "team-b" is over its node-wide containers quota: limit 1, in use 1`)
+				match("trainer-0.rows", `^total=[1-9][0-9]* free=[0-9]+ assigned=[0-9]+ held=[0-9]+ pending=[0-9]+ reclaim=[0-9]+ broken=[0-9]+ own=[0-9]+ limit=[1-9][0-9]*$`)
+				want("trainer-0.metrics", f["trainer-0.rows"])
+				want("trainer-0.peers", "connected=1 waiting=0")
+				want("meter-b.total", "0")
+				want("device.rxe0", "1")
+				match("created_zygote", `^[1-9][0-9]*$`)
+				want("created_zygote_count", f["created_zygote"])
+				want("scrape_errors", "0 0 0")
+				want("tenants", "team-a:ok team-b:ok")
+				want("team-b.leases", "1")
+				want("down.meter-b3", "Running")
+				want("down.meter-b3.zygote", "team-b")
+				want("down.trainer-0", "Running 0")
 			case K8sLifecycle:
 				want("zygote_kept", "true")
 				want("node_kept", "true")
@@ -1519,6 +1536,7 @@ func startK8s(t *testing.T, ctx context.Context, cfg Config, dir string) (fwd ma
 	if !strings.Contains(string(pol), `"rxe1"`) {
 		t.Fatalf("examples/policy.toml: team-a's devices are no longer [\"mlx5_0\", \"rxe0\"]; update the bed")
 	}
+	pol = append(pol, teamBPolicy...)
 	if err := os.WriteFile(filepath.Join(shared, "policy.toml"), pol, 0o644); err != nil {
 		t.Fatal(err)
 	}
