@@ -7,7 +7,8 @@
 # nothing. Beside them, a device plugin the bed runs on a node:
 # github.com/squat/generic-device-plugin (pinned), which hands out device
 # files by the kubelet's DeviceSpecs, and CoreDNS v1.15.0, the nodes'
-# cluster DNS. scripts/deps.sh runs this in the background.
+# cluster DNS, and Helm v4 for the chart. scripts/deps.sh runs this in the
+# background.
 # Usage: scripts/deps-k8s.sh CACHE_DIR K8S_VERSION ETCD_VERSION
 set -euo pipefail
 cache=${1:-/var/cache/swift-build}
@@ -34,6 +35,18 @@ if [[ ! -x $dir/coredns || $(cat "$dir/coredns.version" 2>/dev/null) != "$coredn
   GOBIN="$dir/coredns.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
   mv "$dir/coredns.tmp/coredns" "$dir/coredns" && rmdir "$dir/coredns.tmp"
   echo "$coredns_version" >"$dir/coredns.version"
+fi
+
+# Helm, for the chart (deploy/helm/swift: make helm lints and renders it),
+# its own cache check too
+helm_version=v4.3.2
+if [[ ! -x $dir/helm || $(cat "$dir/helm.version" 2>/dev/null) != "$helm_version" ]]; then
+  echo "deps-k8s: building helm.sh/helm/v4@$helm_version into $dir"
+  mkdir -p "$dir" && rm -rf "$dir/helm.tmp" && mkdir -p "$dir/helm.tmp"
+  GOBIN="$dir/helm.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
+    "helm.sh/helm/v4/cmd/helm@$helm_version"
+  mv "$dir/helm.tmp/helm" "$dir/helm" && rmdir "$dir/helm.tmp"
+  echo "$helm_version" >"$dir/helm.version"
 fi
 
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
@@ -87,7 +100,7 @@ GO
   GOWORK=off GOFLAGS=-mod=mod go mod tidy &&
   GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.tmp/etcd" .)
 echo "kubernetes $k8s_version etcd $etcd_version" >"$dir.tmp/versions"
-for f in generic-device-plugin generic-device-plugin.version coredns coredns.version; do
+for f in generic-device-plugin generic-device-plugin.version coredns coredns.version helm helm.version; do
   [[ -e $dir/$f ]] && mv "$dir/$f" "$dir.tmp/"
 done
 rm -rf "$dir" && mv "$dir.tmp" "$dir"
