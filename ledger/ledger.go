@@ -115,13 +115,18 @@ func (l *Ledger) open(readOnly bool) (_ *bolt.DB, _ func(committed bool), retErr
 	}
 	return db, func(committed bool) {
 		defer lf.Close()
+		var leases []Lease
 		if !readOnly && committed {
-			l.snapshotOf(db) // under the lock: snapshots follow commits in order
+			leases = l.leasesOf(db)
 		}
 		if db.Close() == nil && !readOnly && committed {
-			// what this writer committed is the trusted state
+			// what this writer committed is the trusted state; the
+			// snapshot, under the lock, follows the commits in order
 			if data, err := os.ReadFile(l.Path); err == nil {
 				_ = l.writeSum(data)
+				l.writeSnapshot(leases, data)
+			} else {
+				l.dropSnapshot()
 			}
 		}
 	}, nil

@@ -156,6 +156,6 @@ func (l *Ledger) Repair(decide func(salvaged []Lease, problems []string) (keep [
 	if err := l.writeSum(data); err != nil {
 		return err
 	}
-	l.writeSnapshot(append([]Lease(nil), keep...))
+	l.writeSnapshot(append([]Lease(nil), keep...), data)
 	return atomicfile.SyncDir(filepath.Dir(l.Path))
 }

@@ -102,6 +102,23 @@ func TestSnapshot(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, SnapshotName))
 
+	// a writer that leaves no snapshot (an older shim): the one left
+	// names another ledger, and the ledger is read
+	if _, _, err := l.Acquire(lease("n", "c", "t1", one(1)), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(filepath.Join(dir, SnapshotName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Acquire(lease("n", "d", "t1", one(1)), Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SnapshotName), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap("a snapshot older than the ledger: the ledger", []string{"n/b", "n/c", "n/d"})
+
 	if err := l.Rebuild([]Lease{lease("n", "z", "t3", one(1))}, filepath.Join(dir, "aside.db")); err != nil {
 		t.Fatal(err)
 	}

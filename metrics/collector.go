@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/containerd/log"
@@ -37,7 +39,22 @@ type Collector struct {
 	creates *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	dropped *prometheus.CounterVec
+
+	// mu makes scrapes one at a time; stalled holds the containers whose
+	// status read did not end within poolReadTimeout (a mount in the
+	// container that hangs): they are not read again.
+	mu      sync.Mutex
+	stalled map[string]bool
+	// read reads one zygote's figures (readPool; the tests' stand-in)
+	read func(procRoot string, selfNS uint64, x ledger.Lease) (Pool, bool, error)
 }
+
+// poolReadTimeout bounds one zygote's status read.
+const poolReadTimeout = 2 * time.Second
+
+// ledgerWait bounds the wait for the ledger's lock when its snapshot
+// cannot be used (a ledger written by an older writer).
+const ledgerWait = 200 * time.Millisecond
 
 var (
 	descLeases  = prometheus.NewDesc("swift_tenant_leases", "Leases the tenant holds on the node (the ledger's, as of its last change).", []string{"tenant"}, nil)
@@ -46,7 +63,7 @@ var (
 	descLedger  = prometheus.NewDesc("swift_ledger_snapshot_timestamp_seconds", "When the ledger last changed (its snapshot's time).", nil, nil)
 	zygoteLabel = []string{"namespace", "container", "tenant", "pod_namespace", "pod"}
 	descQPs     = prometheus.NewDesc("swift_zygote_qps", "A zygote's QPs: its pool's by state (free, assigned to a function, held by a peer's, pending, reclaim, broken), its functions' own connected on demand (own), and the pool's total.", append(zygoteLabel, "state"), nil)
-	descLimit   = prometheus.NewDesc("swift_zygote_qp_limit", "The QPs the zygote's container may hold (its tenant's charge; 0: no limit).", zygoteLabel, nil)
+	descLimit   = prometheus.NewDesc("swift_zygote_qp_limit", "The QPs the zygote's container may hold: its lease's charge (0: no limit).", zygoteLabel, nil)
 	descPeers   = prometheus.NewDesc("swift_zygote_peers", "A zygote's peers by state: connected, waiting, refused.", append(zygoteLabel, "state"), nil)
 	descPort    = prometheus.NewDesc("swift_device_port_active", "Whether the device's port 1 is ACTIVE (1) or not (0).", []string{"device"}, nil)
 	descState   = prometheus.NewDesc("swift_device_port_state", "The device's port 1 state (1 for the current one).", []string{"device", "state"}, nil)
@@ -58,6 +75,8 @@ var (
 func NewCollector() *Collector {
 	return &Collector{
 		ProcRoot: "/proc",
+		stalled:  map[string]bool{},
+		read:     readPool,
 		creates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "swift_create_total",
 			Help: "Container Creates through the Swift shim, by outcome (left, injected, zygote, refused, failed) and, for refused and failed, the error's class.",
@@ -98,6 +117,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.creates.Collect(ch)
 	c.latency.Collect(ch)
 	c.dropped.Collect(ch)
@@ -120,7 +141,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.VerbsCache != nil {
 		g(descVerbs, 1, c.VerbsCache())
 	}
-	leases, written, err := ledger.New(c.StateDir).Snapshot(time.Second)
+	leases, written, err := ledger.New(c.StateDir).Snapshot(ledgerWait)
 	if err != nil {
 		errs["ledger"]++
 		log.G(ctx).WithError(err).Warn("swift-node: metrics: the ledger cannot be read")
@@ -170,7 +191,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if !ledger.Alive(x) {
 			continue
 		}
-		p, ok, err := readPool(c.ProcRoot, selfNS, x)
+		p, ok, err := c.readPool(selfNS, x)
 		if err != nil {
 			errs["zygote"]++
 			log.G(ctx).WithError(err).Warn("swift-node: metrics: a zygote's figures left out")
@@ -183,16 +204,47 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		labels := []string{x.Namespace, x.ID, x.Tenant, podNS, pod}
 		if p.Rows != nil {
 			for _, s := range RowStates {
-				if s == "limit" {
-					g(descLimit, float64(p.Rows[s]), labels...)
-					continue
+				if s != "limit" {
+					g(descQPs, float64(p.Rows[s]), append(labels, s)...)
 				}
-				g(descQPs, float64(p.Rows[s]), append(labels, s)...)
 			}
 		}
+		// the limit the shim gave the zygote, its lease's charge (not
+		// what a file the container can write says)
+		g(descLimit, float64(x.Charge.QPs), labels...)
 		for _, s := range PeerStates {
 			g(descPeers, float64(p.Peers[s]), append(labels, s)...)
 		}
+	}
+}
+
+// readPool reads lease x's zygote figures (readPool) within
+// poolReadTimeout. A read that does not end then is left to itself, and
+// its container is not read again.
+func (c *Collector) readPool(selfNS uint64, x ledger.Lease) (Pool, bool, error) {
+	key := x.Key()
+	if c.stalled[key] {
+		return Pool{}, false, fmt.Errorf("container %s: its status read stalled before: not read again", key)
+	}
+	type result struct {
+		p   Pool
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, ok, err := c.read(c.ProcRoot, selfNS, x)
+		done <- result{p, ok, err}
+	}()
+	select {
+	case r := <-done:
+		return r.p, r.ok, r.err
+	case <-time.After(poolReadTimeout):
+		if len(c.stalled) > 4096 {
+			clear(c.stalled)
+		}
+		c.stalled[key] = true
+		return Pool{}, false, fmt.Errorf("container %s: its status read took more than %v: not read again", key, poolReadTimeout)
 	}
 }
 

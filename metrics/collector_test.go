@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
@@ -60,9 +62,15 @@ func (n *node) container(id, tenant string, qps uint64, pid, ppid int) string {
 		t.Fatal(err)
 	}
 	root := filepath.Join(n.proc, fmt.Sprint(pid), "root")
-	if err := os.MkdirAll(filepath.Join(root, "run", "swift"), 0o755); err != nil {
+	run := filepath.Join(root, "run", "swift")
+	if err := os.MkdirAll(run, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// a zygote's /run/swift is a tmpfs
+	if err := unix.Mount("tmpfs", run, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m"); err != nil {
+		t.Fatalf("a tmpfs for %s's /run/swift (the test needs root): %v", id, err)
+	}
+	t.Cleanup(func() { unix.Unmount(run, unix.MNT_DETACH) })
 	stat := fmt.Sprintf("%d (swift-init) S %d %d 0 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 100 0 0", pid, ppid, pid)
 	if err := os.WriteFile(filepath.Join(n.proc, fmt.Sprint(pid), "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
@@ -83,8 +91,9 @@ qp 0 peer rank-1 qpn 17 remote 18 state free owner 0
 // zygote's figures are its status file's, labelled with what the ledger
 // and the bundle say (not what the file says); a container whose init is
 // not its shim's child, or whose status path leads out of its root, or is
-// a FIFO, gives no figures and holds nothing up (the link and the FIFO
-// count as the scrape's zygote errors, 2).
+// a FIFO or a device node, or is on no tmpfs, gives no figures and holds
+// nothing up (the link, the FIFO, the device and the file on no tmpfs
+// count as the scrape's zygote errors, 4).
 func TestCollect(t *testing.T) {
 	n := newNode(t)
 	me := os.Getpid()
@@ -104,6 +113,7 @@ func TestCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	root = n.container("c4", "team-c", 1, 4545, me)
+	unix.Unmount(filepath.Join(root, "run", "swift"), unix.MNT_DETACH)
 	os.RemoveAll(filepath.Join(root, "run"))
 	if err := os.Symlink("../../../../../../../../"+strings.TrimPrefix(secret, "/"), filepath.Join(root, "run")); err != nil {
 		t.Fatal(err)
@@ -115,6 +125,19 @@ func TestCollect(t *testing.T) {
 	}
 	// a container without a zygote
 	n.container("c6", "team-d", 0, 0, 0)
+	// a device node for a status (opening some acts: a watchdog starts):
+	// refused before any open
+	root = n.container("c7", "team-c", 0, 4747, me)
+	if err := unix.Mount("", filepath.Join(root, "run", "swift"), "", unix.MS_REMOUNT, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(root, "run", "swift", "pool.status"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	// a status on no tmpfs: /run replaced by the container's own files
+	root = n.container("c8", "team-c", 0, 4848, me)
+	unix.Unmount(filepath.Join(root, "run", "swift"), unix.MNT_DETACH)
+	os.WriteFile(filepath.Join(root, "run", "swift", "pool.status"), []byte(goodStatus), 0o644)
 
 	c := NewCollector()
 	c.StateDir, c.ProcRoot = n.state, n.proc
@@ -131,7 +154,7 @@ func TestCollect(t *testing.T) {
 # TYPE swift_tenant_leases gauge
 swift_tenant_leases{tenant="team-a"} 1
 swift_tenant_leases{tenant="team-b"} 0
-swift_tenant_leases{tenant="team-c"} 4
+swift_tenant_leases{tenant="team-c"} 6
 swift_tenant_leases{tenant="team-d"} 1
 # HELP swift_tenant_quota The tenant's node quota under the policy, by resource (only those it sets).
 # TYPE swift_tenant_quota gauge
@@ -150,10 +173,10 @@ swift_tenant_usage{resource="hca_handle",tenant="team-b"} 0
 swift_tenant_usage{resource="hca_object",tenant="team-b"} 0
 swift_tenant_usage{resource="memlock",tenant="team-b"} 0
 swift_tenant_usage{resource="qps",tenant="team-b"} 0
-swift_tenant_usage{resource="containers",tenant="team-c"} 4
+swift_tenant_usage{resource="containers",tenant="team-c"} 6
 swift_tenant_usage{resource="hca_handle",tenant="team-c"} 0
 swift_tenant_usage{resource="hca_object",tenant="team-c"} 0
-swift_tenant_usage{resource="memlock",tenant="team-c"} 4.194304e+06
+swift_tenant_usage{resource="memlock",tenant="team-c"} 6.291456e+06
 swift_tenant_usage{resource="qps",tenant="team-c"} 5
 swift_tenant_usage{resource="containers",tenant="team-d"} 1
 swift_tenant_usage{resource="hca_handle",tenant="team-d"} 0
@@ -170,7 +193,7 @@ swift_zygote_qps{container="c1",namespace="k8s.io",pod="pod-c1",pod_namespace="t
 swift_zygote_qps{container="c1",namespace="k8s.io",pod="pod-c1",pod_namespace="team-a",state="pending",tenant="team-a"} 0
 swift_zygote_qps{container="c1",namespace="k8s.io",pod="pod-c1",pod_namespace="team-a",state="reclaim",tenant="team-a"} 1
 swift_zygote_qps{container="c1",namespace="k8s.io",pod="pod-c1",pod_namespace="team-a",state="total",tenant="team-a"} 6
-# HELP swift_zygote_qp_limit The QPs the zygote's container may hold (its tenant's charge; 0: no limit).
+# HELP swift_zygote_qp_limit The QPs the zygote's container may hold: its lease's charge (0: no limit).
 # TYPE swift_zygote_qp_limit gauge
 swift_zygote_qp_limit{container="c1",namespace="k8s.io",pod="pod-c1",pod_namespace="team-a",tenant="team-a"} 8
 # HELP swift_zygote_peers A zygote's peers by state: connected, waiting, refused.
@@ -193,7 +216,7 @@ swift_verbs_cache_state{state="stale"} 1
 # TYPE swift_scrape_errors gauge
 swift_scrape_errors{source="ledger"} 0
 swift_scrape_errors{source="policy"} 0
-swift_scrape_errors{source="zygote"} 2
+swift_scrape_errors{source="zygote"} 4
 # HELP swift_create_total Container Creates through the Swift shim, by outcome (left, injected, zygote, refused, failed) and, for refused and failed, the error's class.
 # TYPE swift_create_total counter
 swift_create_total{outcome="refused",reason="resource_exhausted"} 1
@@ -213,4 +236,70 @@ swift_create_total{outcome="zygote",reason=""} 1
 	case <-time.After(10 * time.Second):
 		t.Fatal("a scrape is held up (a FIFO for a status?)")
 	}
+}
+
+// TestStalledRead: a status read that hangs (a mount in the container
+// that never answers) holds a scrape up for poolReadTimeout at most, and
+// its container is not read again.
+func TestStalledRead(t *testing.T) {
+	n := newNode(t)
+	n.container("c1", "team-a", 8, 0, 0)
+	n.container("c2", "team-a", 8, 0, 0)
+	c := NewCollector()
+	c.StateDir, c.ProcRoot = n.state, n.proc
+	hang := make(chan struct{})
+	defer close(hang)
+	reads := map[string]int{}
+	var mu sync.Mutex
+	c.read = func(_ string, _ uint64, x ledger.Lease) (Pool, bool, error) {
+		mu.Lock()
+		reads[x.ID]++
+		mu.Unlock()
+		if x.ID == "c1" {
+			<-hang
+		}
+		return Pool{Rows: map[string]int{"total": 1}, Peers: map[string]int{}}, true, nil
+	}
+	for i := 0; i < 2; i++ {
+		start := time.Now()
+		got := scrapeErrors(t, c)
+		if d := time.Since(start); d > poolReadTimeout+time.Second {
+			t.Fatalf("scrape %d took %v", i, d)
+		}
+		if got != 1 {
+			t.Fatalf("scrape %d: %v zygote errors, want 1 (c1's)", i, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reads["c1"] != 1 || reads["c2"] != 2 {
+		t.Fatalf("reads %v: want c1 once (it stalled), c2 at each scrape", reads)
+	}
+}
+
+// scrapeErrors collects c once and returns its zygote scrape errors.
+func scrapeErrors(t *testing.T, c *Collector) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "swift_scrape_errors" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == "zygote" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("no swift_scrape_errors{source=\"zygote\"}")
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
@@ -80,6 +81,7 @@ func (r *Receiver) Serve(ctx context.Context, handle func(Report), drop func(why
 				return
 			}
 			drop("read", err)
+			time.Sleep(100 * time.Millisecond) // an error that persists is not a busy loop
 			continue
 		}
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n > MaxReport {

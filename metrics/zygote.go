@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -119,7 +120,7 @@ func readPool(procRoot string, selfNS uint64, x ledger.Lease) (p Pool, ok bool, 
 	if x.Owner.PID <= 0 || (x.Owner.PIDNS != 0 && x.Owner.PIDNS != selfNS) || !filepath.IsAbs(x.Bundle) {
 		return p, false, nil // no shim this process can judge
 	}
-	b, err := readSmall(unix.AT_FDCWD, filepath.Join(x.Bundle, "init.pid"), 0, 32)
+	b, err := readSmall(unix.AT_FDCWD, filepath.Join(x.Bundle, "init.pid"), 0, 32, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, false, nil
 	}
@@ -138,7 +139,7 @@ func readPool(procRoot string, selfNS uint64, x ledger.Lease) (p Pool, ok bool, 
 		return p, false, nil
 	}
 	defer unix.Close(root)
-	b, err = readSmall(root, strings.TrimPrefix(StatusPath, "/"), unix.RESOLVE_IN_ROOT|unix.RESOLVE_NO_MAGICLINKS, maxStatus)
+	b, err = readSmall(root, strings.TrimPrefix(StatusPath, "/"), unix.RESOLVE_IN_ROOT|unix.RESOLVE_NO_MAGICLINKS, maxStatus, true)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, false, nil // no zygote in this container
 	}
@@ -158,32 +159,47 @@ func readPool(procRoot string, selfNS uint64, x ledger.Lease) (p Pool, ok bool, 
 }
 
 // readSmall reads name under dir (openat2 with resolve), a regular file
-// of at most limit bytes, without following its last component or waiting
-// on a FIFO.
-func readSmall(dir int, name string, resolve uint64, limit int64) ([]byte, error) {
-	fd, err := unix.Openat2(dir, name, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+// of at most limit bytes. It first takes an O_PATH handle, which opens
+// nothing (a device node's open would act, a FIFO's would wait), without
+// following the last component, and opens the file itself for reading
+// only once the handle shows a regular file. onTmpfs also requires the
+// file to be on a tmpfs (a zygote's /run/swift).
+func readSmall(dir int, name string, resolve uint64, limit int64, onTmpfs bool) ([]byte, error) {
+	pfd, err := unix.Openat2(dir, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: resolve,
 	})
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
 	}
-	if !st.Mode().IsRegular() || st.Size() > limit {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > limit {
 		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes: %w", name, limit, errdefs.ErrInvalidArgument)
 	}
-	b := make([]byte, limit+1)
-	n, err := f.Read(b)
-	if err != nil && n == 0 && st.Size() > 0 {
+	if onTmpfs {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(pfd, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+			return nil, fmt.Errorf("%s: not on a tmpfs: %w", name, errdefs.ErrInvalidArgument)
+		}
+	}
+	// the handle's own file, opened for reading: no path is walked again
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b := make([]byte, st.Size+1)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	if int64(n) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes: %w", name, limit, errdefs.ErrInvalidArgument)
+	if n > int(st.Size) {
+		return nil, fmt.Errorf("%s: grew past %d bytes while read: %w", name, st.Size, errdefs.ErrInvalidArgument)
 	}
 	return b[:n], nil
 }
@@ -215,7 +231,7 @@ func pidNS(procRoot string) uint64 {
 // podOf names the pod of a lease's container from its bundle's spec
 // (the CRI's annotations; "" for a container of no pod).
 func podOf(bundle string) (ns, pod string) {
-	b, err := readSmall(unix.AT_FDCWD, filepath.Join(bundle, "config.json"), 0, 4<<20)
+	b, err := readSmall(unix.AT_FDCWD, filepath.Join(bundle, "config.json"), 0, 4<<20, false)
 	if err != nil {
 		return "", ""
 	}

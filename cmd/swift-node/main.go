@@ -224,19 +224,31 @@ func serveMetrics(ctx context.Context, c config.Config, d *dra.Driver, addr stri
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 10 * time.Second}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4, Timeout: 10 * time.Second}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 20 * time.Second, MaxHeaderBytes: 16 << 10}
 	context.AfterFunc(ctx, func() { srv.Close() })
+	// a port taken (by a process that got there while the agent was
+	// down) is waited for, not fatal: the DRA driver goes on meanwhile
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.G(ctx).WithError(err).Error("swift-node: the metrics endpoint stopped")
+		for {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				log.G(ctx).WithError(err).Error("swift-node: --metrics-addr: cannot listen; trying again in 5 s")
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(5 * time.Second):
+					continue
+				}
+			}
+			log.G(ctx).WithField("addr", ln.Addr().String()).WithField("reports", rx.Path()).Info("swift-node: serving metrics")
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.G(ctx).WithError(err).Error("swift-node: the metrics endpoint stopped")
+			}
+			return
 		}
 	}()
-	log.G(ctx).WithField("addr", ln.Addr().String()).WithField("reports", rx.Path()).Info("swift-node: serving metrics")
 	return nil
 }
