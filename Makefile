@@ -37,8 +37,10 @@ export SWIFT_CRICTL_BIN := $(CACHE)/crictl-$(CRICTL_VERSION:v%=%)
 export SWIFT_CNI_BIN := $(CACHE)/cni-plugins-$(CNI_PLUGINS_VERSION:v%=%)
 export SWIFT_K8S_BIN := $(CACHE)/k8s-$(K8S_VERSION:v%=%)
 export SWIFT_HELM_BIN := $(SWIFT_K8S_BIN)/helm
+# the image the chart runs (make image), which the Kubernetes bed imports
+export SWIFT_IMAGE := $(OUT)/swift-image.tar
 
-.PHONY: all build install deps test unit lint helm fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
+.PHONY: all build install image deps test unit lint helm fuzz integration cri matrix shimbench-smoke benchkeys-smoke bench demo clean
 
 all: build
 
@@ -56,6 +58,15 @@ install: build
 	install -d $(PREFIX)/lib/swift/lib $(PREFIX)/lib/swift/handlers
 	install -m 0755 $(BIN)/lib/* $(PREFIX)/lib/swift/lib/
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/
+
+# The image of Swift's binaries that the Helm chart runs (deploy/image):
+# out/swift-image.tar, a docker-archive (ctr images import, skopeo copy
+# docker-archive:...). Its name is IMAGE, by default the chart's.
+IMAGE_TAG := $(shell sed -n 's/^appVersion: "\(.*\)"$$/\1/p' deploy/helm/swift/Chart.yaml)
+IMAGE ?= swift-rdma/swift:$(IMAGE_TAG)
+image: build
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/swift-rdma/swift-containerd/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null)" -o $(OUT)/image-bin/ ./cmd/...
+	$(GO) run ./deploy/image --bin $(BIN) --static $(OUT)/image-bin --ref $(IMAGE) --out $(OUT)/swift-image.tar
 
 deps:
 	@SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_K8S_VERSIONS='$(K8S_VERSION) $(ETCD_VERSION)' bash scripts/deps.sh $(CACHE) $(CONTAINERD_VERSION) $(CRICTL_VERSION) $(CONTAINERD17_VERSION) $(CNI_PLUGINS_VERSION) '$(DEBIAN_CONTAINERD)'
@@ -140,7 +151,7 @@ shimbench-smoke: deps build
 # fork start in the rxe VM, the data plane and fork start across a pair of
 # guests, and pod start and exec under Kubernetes (x-k8s); all figures go
 # to out/bench.json.
-bench: deps build
+bench: deps build image
 	@mkdir -p $(OUT) && rm -f $(OUT)/bench.json
 	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
 	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench,x-podnet,x-k8s SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \

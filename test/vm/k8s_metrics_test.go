@@ -156,9 +156,16 @@ func (b *k8sBed) metrics(ctx context.Context) {
 	if err != nil {
 		b.fail(c, "no refused Create counted: %v", err)
 	}
-	why, _ := b.cp.Kubectl(ctx, "-n", "team-b", "get", "events", "--field-selector",
-		"involvedObject.name=meter-b2,type=Warning", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
-	b.fact(c, "meter-b2.why", sub(why, `(tenant "team-b" is over its node-wide containers quota: limit 1, in use 1)`))
+	// the kubelet's event says why, in Swift's words
+	var why string
+	until(ctx, 2*time.Minute, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "-n", "team-b", "get", "events", "--field-selector",
+			"involvedObject.name=meter-b2,type=Warning", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
+		why = sub(out, `(tenant "team-b" is over its node-wide containers quota: limit 1, in use 1)`)
+		return err == nil && why != "", fmt.Errorf("%v: %s", err, out)
+	})
+	b.kubectl(ctx, "-n", "team-b", "get", "events")
+	b.fact(c, "meter-b2.why", why)
 	b.kubectl(ctx, "-n", "team-b", "delete", "pod", "meter-b2", "--wait=true", "--timeout=2m")
 
 	// the ledger's figures, the agent's and swiftctl's, and trainer-0's

@@ -43,7 +43,7 @@ const (
 const maxK8sRuns = 10
 
 // K8sChecks are the checks in run order.
-var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sMetrics, K8sLifecycle, K8sPodnet, K8sNodeconf, K8sPodStart}
+var K8sChecks = []string{K8sNodes, K8sRuntime, K8sRefusal, K8sDevPlugin, K8sDRA, K8sZygotes, K8sMetrics, K8sLifecycle, K8sPodnet, K8sNodeconf, K8sPodStart, K8sHelm}
 
 type k8sBed struct {
 	ctx    context.Context // cancelled when the guests are gone
@@ -220,6 +220,7 @@ func (b *k8sBed) run(ctx context.Context) {
 	b.podnet(ctx)
 	b.nodeconf(ctx)
 	b.podStart(ctx)
+	b.helmChart(ctx)
 	// the scenarios after this one get the nodes without the bed's pods
 	b.kubectl(ctx, "-n", "default", "delete", "pod", "no-tenant", "--ignore-not-found", "--wait=true", "--timeout=2m")
 	if _, err := b.kubectl(ctx, "delete", "namespace", "swift-system", "team-a", "--ignore-not-found",
@@ -1486,6 +1487,21 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				for _, k := range []string{"installed_s", "removed_s", "restored_s"} {
 					match(k, `^[0-9]+\.[0-9]$`)
 				}
+			case K8sHelm:
+				for _, n := range []string{NodeA, NodeB} {
+					match(n+".image", `^docker\.io/swift-rdma/swift:[0-9.]+$`)
+				}
+				match("installed_s", `^[0-9]+$`)
+				want("agents_ready", "2/2")
+				want("runtimeclass", `swift {"swift.io/runtime":"true"}`)
+				want("slices", "a:rxe0/ACTIVE/relay b:rxe0/ACTIVE/relay")
+				want("forge.own_node", "true")
+				want("forge.other_node", "the agent of node 'a' may not write the ResourceSlices of node 'b'")
+				want("allocated", "rdma.swift.io/b/rxe0")
+				want("worker-helm.uverbs", "1")
+				want("worker-helm.devices_env", "rxe0")
+				want("b.metrics_leases", `swift_tenant_leases{tenant="team-a"} 1`)
+				want("left_after_uninstall", "")
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {
 					want("pod_start_ms."+k+"_n", strconv.Itoa(b.runs))

@@ -27,7 +27,7 @@ vm-deps:
 # figures go to $(VM_SMOKE_OUT).
 VM_SMOKE_RUNS ?= 3
 VM_SMOKE_OUT ?= $(CURDIR)/out/bench-smoke.json
-test-vm: build
+test-vm: build image
 	@mkdir -p $(dir $(VM_SMOKE_OUT)) && rm -f $(VM_SMOKE_OUT)
 	SWIFT_VM_CACHE=$(VM_CACHE) SWIFT_VM_SCENARIOS=$${SWIFT_VM_SCENARIOS:-default,fork-bench,verbs-bench,x-bench} \
 		SWIFT_VM_BENCH_RUNS=$(VM_SMOKE_RUNS) SWIFT_BENCH_OUT=$(VM_SMOKE_OUT) \

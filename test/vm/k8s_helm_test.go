@@ -1,0 +1,187 @@
+//go:build e2e
+
+package vm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// K8sHelm is the check of the Helm chart (deploy/helm/swift) on the bed.
+const K8sHelm = "k8s-helm"
+
+// helmNS is the chart's release namespace in the bed: not swift-system,
+// whose objects the examples made.
+const helmNS = "swift-helm"
+
+// helm runs $SWIFT_HELM_BIN against the bed's API server.
+func (b *k8sBed) helm(ctx context.Context, args ...string) (string, error) {
+	bin := os.Getenv("SWIFT_HELM_BIN")
+	if bin == "" {
+		return "", fmt.Errorf("SWIFT_HELM_BIN is not set (make deps builds helm into the Kubernetes cache dir; the Makefile sets it)")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, bin, append([]string{"--kubeconfig", b.cp.Kubeconfig}, args...)...)
+	tmp := filepath.Join(b.dir, "helm-home")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+tmp+"/cache", "HELM_CONFIG_HOME="+tmp+"/config", "HELM_DATA_HOME="+tmp+"/data")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	b.logf("helm %s\n%s", strings.Join(args, " "), strings.TrimRight(out.String(), "\n"))
+	return out.String(), err
+}
+
+// helmChart: the image of Swift's binaries (make image) imported into
+// both nodes' containerd, as an air-gapped node gets it; the chart
+// installed, its agent in a DaemonSet on both nodes in place of the bed's
+// node binary: it publishes both nodes' devices, a RuntimeClass pod whose
+// claim selects a device by attribute through the chart's DeviceClass
+// runs with it, and the agent's metrics count its lease; then helm
+// uninstall takes every object of the chart away.
+func (b *k8sBed) helmChart(ctx context.Context) {
+	c := K8sHelm
+	img := os.Getenv("SWIFT_IMAGE")
+	if img == "" {
+		b.fail(c, "SWIFT_IMAGE is not set: the docker-archive of Swift's image (make image writes out/swift-image.tar; make test-vm sets it)")
+		return
+	}
+	data, err := os.ReadFile(img)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.dir, "swift-image.tar"), data, 0o644)
+	}
+	if err != nil {
+		b.fail(c, "the image: %v", err)
+		return
+	}
+	nodes := []string{NodeA, NodeB}
+	for _, n := range nodes {
+		out, err := b.onNode(n, `ctr --address "$W/containerd.sock" -n k8s.io images import "$K8S/swift-image.tar" >/dev/null && `+
+			`ctr --address "$W/containerd.sock" -n k8s.io images ls -q | grep -x 'docker.io/swift-rdma/swift:[0-9.]*'`, 3*time.Minute)
+		b.fact(c, n+".image", strings.TrimSpace(out))
+		if err != nil {
+			b.fail(c, "import the image on %s: %v: %s", n, err, out)
+			return
+		}
+	}
+	// the chart makes the RuntimeClass and the DeviceClass the examples made
+	b.kubectl(ctx, "delete", "runtimeclass", "swift", "--ignore-not-found")
+	b.kubectl(ctx, "delete", "deviceclass", "swift-rdma", "--ignore-not-found")
+	chart := filepath.Join(b.repo, "deploy", "helm", "swift")
+	// the bed's paths: its node config and containerd state are under /run/swiftvm
+	vals := []string{"--set", "image.pullPolicy=Never", "--set", "agent.nodeConfig=/run/swiftvm/swift.toml",
+		"--set", "agent.configDir=/run/swiftvm", "--set", "agent.cdiDir=/run/swiftvm/cdi",
+		"--set", "agent.containerdStateDir=/run/swiftvm/containerd", "--set", "agent.logLevel=debug"}
+	t0 := time.Now()
+	out, err := b.helm(ctx, append([]string{"install", "swift", chart, "--namespace", helmNS, "--create-namespace",
+		"--wait", "--timeout", "5m"}, vals...)...)
+	if err != nil {
+		ds, _ := b.kubectl(ctx, "-n", helmNS, "describe", "pods")
+		b.fail(c, "helm install: %v: %s\n%s", err, out, ds)
+		b.helm(ctx, "uninstall", "swift", "--namespace", helmNS, "--wait")
+		return
+	}
+	b.fact(c, "installed_s", fmt.Sprintf("%.0f", time.Since(t0).Seconds()))
+	ready, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset", "swift-node", "-o", "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}")
+	b.fact(c, "agents_ready", strings.TrimSpace(ready))
+	rc, _ := b.cp.Kubectl(ctx, "get", "runtimeclass", "swift", "-o", `jsonpath={.handler} {.scheduling.nodeSelector}`)
+	b.fact(c, "runtimeclass", strings.TrimSpace(rc))
+	// both nodes' devices, published by the DaemonSet's agents
+	var slices string
+	until(ctx, 2*time.Minute, func() (bool, error) {
+		out, err := b.cp.Kubectl(ctx, "get", "resourceslices", "-o",
+			`jsonpath={range .items[?(@.spec.driver=="rdma.swift.io")]}{.spec.nodeName}:{range .spec.devices[*]}{.name}/{.attributes.portState.string}/{.attributes.forkSharing.string}{end} {end}`)
+		f := strings.Fields(out)
+		sort.Strings(f)
+		slices = strings.Join(f, " ")
+		return err == nil && slices == "a:rxe0/ACTIVE/relay b:rxe0/ACTIVE/relay", err
+	})
+	b.fact(c, "slices", slices)
+	b.forgeSlices(ctx)
+	// a RuntimeClass pod with a claim that selects by attribute, through
+	// the chart's DeviceClass
+	y, err := b.example("dra/claim.yaml")
+	if err != nil {
+		b.fail(c, "%v", err)
+		return
+	}
+	y = y[strings.Index(y, "kind: ResourceClaimTemplate")-len("apiVersion: resource.k8s.io/v1\n"):]
+	y = strings.ReplaceAll(strings.ReplaceAll(y, "worker-dra", "worker-helm"), "rdma-active", "rdma-relay")
+	y = strings.Replace(y, `expression: device.attributes["rdma.swift.io"].portState == "ACTIVE"`,
+		`expression: device.attributes["rdma.swift.io"].portState == "ACTIVE" && device.attributes["rdma.swift.io"].forkSharing == "relay"`, 1)
+	y = pinned(y, NodeB)
+	if b.start(ctx, c, y, "worker-helm", 4*time.Minute) {
+		b.inside(ctx, c, "worker-helm", "team-a", "worker-helm", "worker")
+		alloc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "resourceclaims", "-o",
+			`jsonpath={range .items[*]}{.status.allocation.devices.results[0].driver}/{.status.allocation.devices.results[0].pool}/{.status.allocation.devices.results[0].device}{end}`)
+		b.fact(c, "allocated", strings.TrimSpace(alloc))
+		var leases string
+		until(ctx, time.Minute, func() (bool, error) {
+			out, err := b.onNode(NodeB, "wget -qO- http://127.0.0.1:9478/metrics | grep '^swift_tenant_leases{tenant=\"team-a\"}'", time.Minute)
+			leases = strings.TrimSpace(out)
+			return err == nil && strings.HasSuffix(leases, " 1"), err
+		})
+		b.fact(c, "b.metrics_leases", leases)
+		b.kubectl(ctx, "-n", "team-a", "delete", "pod", "worker-helm", "--wait=true", "--timeout=2m")
+	}
+	b.kubectl(ctx, "-n", "team-a", "delete", "resourceclaimtemplate", "rdma-relay", "--ignore-not-found")
+	if out, err := b.helm(ctx, "uninstall", "swift", "--namespace", helmNS, "--wait", "--timeout", "4m"); err != nil {
+		b.fail(c, "helm uninstall: %v: %s", err, out)
+	}
+	left, _ := b.cp.Kubectl(ctx, "get", "runtimeclass,deviceclass,clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
+		"-l", "app.kubernetes.io/instance=swift", "-o", "name")
+	ds, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset,serviceaccount,service", "-l", "app.kubernetes.io/instance=swift", "-o", "name")
+	b.fact(c, "left_after_uninstall", strings.TrimSpace(left+ds))
+	b.kubectl(ctx, "delete", "namespace", helmNS, "--wait=true", "--timeout=2m")
+}
+
+// forgeSlices: node a's agent, with its own token (bound to its pod, so
+// naming its node), writes a ResourceSlice of node a but not one of node
+// b: the chart's ValidatingAdmissionPolicy refuses it, although the
+// agent's ClusterRole lets it create slices.
+func (b *k8sBed) forgeSlices(ctx context.Context) {
+	c := K8sHelm
+	pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=node-agent",
+		"--field-selector", "spec.nodeName="+NodeA, "-o", "jsonpath={.items[0].metadata.name} {.items[0].metadata.uid}")
+	f := strings.Fields(pod)
+	if len(f) != 2 {
+		b.fail(c, "node a's agent pod: %q", pod)
+		return
+	}
+	token, err := b.cp.Kubectl(ctx, "-n", helmNS, "create", "token", "swift-node", "--bound-object-kind", "Pod",
+		"--bound-object-name", f[0], "--bound-object-uid", f[1], "--duration", "10m")
+	if err != nil {
+		b.fail(c, "a token of node a's agent: %v: %s", err, token)
+		return
+	}
+	slice := func(node string) string {
+		return fmt.Sprintf("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: forged-%s}\n"+
+			"spec:\n  driver: rdma.swift.io\n  nodeName: %s\n  pool: {name: %s, generation: 99, resourceSliceCount: 1}\n"+
+			"  devices: [{name: forged}]\n", node, node, node)
+	}
+	asAgent := func(node string) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, filepath.Join(b.cp.BinDir, "kubectl"), "--kubeconfig", os.DevNull, "--server", b.cp.Server,
+			"--insecure-skip-tls-verify", "--token", strings.TrimSpace(token), "create", "-f", "-")
+		cmd.Stdin = strings.NewReader(slice(node))
+		out, err := cmd.CombinedOutput()
+		b.logf("kubectl create (as node a's agent) a slice of node %s\n%s", node, out)
+		return string(out), err
+	}
+	out, err := asAgent(NodeA)
+	b.fact(c, "forge.own_node", fmt.Sprintf("%v", err == nil && strings.Contains(out, "forged-a created")))
+	b.kubectl(ctx, "delete", "resourceslice", "forged-a", "--ignore-not-found")
+	out, err = asAgent(NodeB)
+	b.fact(c, "forge.other_node", sub(out, `(the agent of node '[a-z]+' may not write the ResourceSlices of node '[a-z]+')`))
+	if err == nil {
+		b.kubectl(ctx, "delete", "resourceslice", "forged-b", "--ignore-not-found")
+	}
+}
