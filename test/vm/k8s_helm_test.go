@@ -79,6 +79,15 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	vals := []string{"--set", "image.pullPolicy=Never", "--set", "agent.nodeConfig=/run/swiftvm/swift.toml",
 		"--set", "agent.configDir=/run/swiftvm", "--set", "agent.cdiDir=/run/swiftvm/cdi",
 		"--set", "agent.containerdStateDir=/run/swiftvm/containerd", "--set", "agent.logLevel=debug"}
+	// no kube-proxy in the bed: the agents reach the API server where the
+	// kubelets do
+	host, port, ok := strings.Cut(strings.TrimPrefix(b.cp.GuestURL, "https://"), ":")
+	if !ok {
+		b.fail(c, "the API server's guest URL %q has no port", b.cp.GuestURL)
+		return
+	}
+	vals = append(vals, "--set", "agent.extraEnv[0].name=KUBERNETES_SERVICE_HOST", "--set-string", "agent.extraEnv[0].value="+host,
+		"--set", "agent.extraEnv[1].name=KUBERNETES_SERVICE_PORT", "--set-string", "agent.extraEnv[1].value="+port)
 	t0 := time.Now()
 	out, err := b.helm(ctx, append([]string{"install", "swift", chart, "--namespace", helmNS, "--create-namespace",
 		"--wait", "--timeout", "5m"}, vals...)...)
