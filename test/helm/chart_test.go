@@ -142,13 +142,16 @@ func TestDefaults(t *testing.T) {
 	if want := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}; !reflect.DeepEqual(p.Tolerations, want) {
 		t.Errorf("tolerations %+v, want %+v (every taint)", p.Tolerations, want)
 	}
-	if want := map[string]string{"swift.io/runtime": "true"}; !reflect.DeepEqual(p.NodeSelector, want) {
-		t.Errorf("nodeSelector %v, want %v", p.NodeSelector, want)
+	if p.NodeSelector != nil {
+		t.Errorf("nodeSelector %v, want none: the agent installs the policy before the node gets the RuntimeClass's label", p.NodeSelector)
+	}
+	if c := p.Containers[0]; c.LivenessProbe != nil || c.ReadinessProbe == nil {
+		t.Errorf("probes: liveness %+v readiness %+v; want readiness only (a taken metrics port must not restart the driver)", c.LivenessProbe, c.ReadinessProbe)
 	}
 	c := p.Containers[0]
 	wantArgs := []string{"--node-name=$(NODE_NAME)", "--config=/etc/swift/config.toml", "--cdi-dir=/etc/cdi",
 		"--plugin-dir=/var/lib/kubelet/plugins/rdma.swift.io", "--registry-dir=/var/lib/kubelet/plugins_registry",
-		"--rescan=10s", "--metrics-addr=:9478", "--log-level=info"}
+		"--rescan=10s", "--metrics-addr=:9478"}
 	if c.Image != "swift-rdma/swift:0.1.0" || !reflect.DeepEqual(c.Command, []string{"/usr/local/bin/swift-node"}) || !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("agent container: image %q command %v args %v; want swift-rdma/swift:0.1.0 /usr/local/bin/swift-node %v", c.Image, c.Command, c.Args, wantArgs)
 	}
@@ -160,7 +163,7 @@ func TestDefaults(t *testing.T) {
 		paths[v.Name] = v.HostPath.Path
 	}
 	wantPaths := map[string]string{"plugins": "/var/lib/kubelet/plugins", "registry": "/var/lib/kubelet/plugins_registry",
-		"cdi": "/etc/cdi", "state": "/var/lib/swift", "config": "/etc/swift", "containerd": "/run/containerd"}
+		"cdi": "/etc/cdi", "state": "/var/lib/swift", "config": "/etc/swift", "containerd": "/run/containerd", "infiniband": "/dev/infiniband"}
 	if !reflect.DeepEqual(paths, wantPaths) {
 		t.Errorf("host paths %v, want %v", paths, wantPaths)
 	}
