@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	"github.com/containerd/errdefs"
@@ -111,4 +112,20 @@ func Usage(leases []Lease) map[string]Amounts {
 		u[x.Tenant] = u[x.Tenant].Add(x.Charge)
 	}
 	return u
+}
+
+// Tenants returns, sorted, every tenant that uses or has a quota: the
+// names of used and quotas together.
+func Tenants(used, quotas map[string]Amounts) []string {
+	names := make([]string, 0, len(used)+len(quotas))
+	for n := range used {
+		names = append(names, n)
+	}
+	for n := range quotas {
+		if _, dup := used[n]; !dup {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
 }

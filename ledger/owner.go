@@ -26,12 +26,13 @@ type Owner struct {
 func Self() Owner {
 	pid := os.Getpid()
 	start, _, _ := procStat("/proc", pid)
-	return Owner{PID: pid, Start: start, PIDNS: pidNS("/proc")}
+	return Owner{PID: pid, Start: start, PIDNS: PIDNamespace("/proc")}
 }
 
-// pidNS returns the inode of the PID namespace /proc/self lives in (0
-// when it cannot be read).
-func pidNS(proc string) uint64 {
+// PIDNamespace returns the inode of the PID namespace proc/self lives in
+// (0 when it cannot be read): an Owner's PIDNS, to compare with before
+// its PID is looked up under proc.
+func PIDNamespace(proc string) uint64 {
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(proc, "self", "ns", "pid"), &st); err != nil {
 		return 0
@@ -39,24 +40,46 @@ func pidNS(proc string) uint64 {
 	return st.Ino
 }
 
-// procStat returns a process's start time and state letter.
-func procStat(proc string, pid int) (start uint64, state byte, err error) {
+// statFields returns the fields of proc/PID/stat after the command's
+// closing parenthesis: f[0] is field 3 (state).
+func statFields(proc string, pid int) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+		return nil, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); field 22 (starttime) is f[19].
+	return strings.Fields(s[i+1:]), nil
+}
+
+// procStat returns a process's start time and state letter.
+func procStat(proc string, pid int) (start uint64, state byte, err error) {
+	f, err := statFields(proc, pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	// field 22 (starttime) is f[19].
 	if len(f) < 20 || len(f[0]) != 1 {
 		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64)
 	return start, f[0][0], err
+}
+
+// Parent returns a process's parent PID (field 4 of proc/PID/stat): a
+// lease's container init is its shim's child.
+func Parent(proc string, pid int) (int, error) {
+	f, err := statFields(proc, pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 2 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.Atoi(f[1])
 }
 
 // Alive tells whether the container of a lease may still exist: its
@@ -67,7 +90,7 @@ func procStat(proc string, pid int) (start uint64, state byte, err error) {
 // either (another mount namespace), a /proc that cannot be read (EMFILE,
 // EACCES), one that does not show every process (hidepid, or no PID 1),
 // or a caller in another PID namespace than the shim's.
-func Alive(l Lease) bool { return aliveIn("/proc", pidNS("/proc"), l) }
+func Alive(l Lease) bool { return aliveIn("/proc", PIDNamespace("/proc"), l) }
 
 func aliveIn(proc string, selfNS uint64, l Lease) bool {
 	if l.Bundle != "" {

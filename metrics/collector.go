@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -165,19 +164,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range leases {
 		count[x.Tenant]++
 	}
-	tenants := map[string]bool{}
-	for t := range used {
-		tenants[t] = true
-	}
-	for t := range quotas {
-		tenants[t] = true
-	}
-	names := make([]string, 0, len(tenants))
-	for t := range tenants {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	for _, t := range names {
+	for _, t := range ledger.Tenants(used, quotas) {
 		g(descLeases, float64(count[t]), t)
 		for _, r := range ledger.Resources {
 			g(descUsage, float64(used[t].Get(r)), t, r)
@@ -186,7 +173,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	selfNS := pidNS(c.ProcRoot)
+	selfNS := ledger.PIDNamespace(c.ProcRoot)
 	for _, x := range leases {
 		if !ledger.Alive(x) {
 			continue

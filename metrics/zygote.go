@@ -131,7 +131,7 @@ func readPool(procRoot string, selfNS uint64, x ledger.Lease) (p Pool, ok bool, 
 	if err != nil || pid <= 0 {
 		return p, false, fmt.Errorf("%s/init.pid: %q is not a pid: %w", x.Bundle, b, errdefs.ErrInvalidArgument)
 	}
-	if ppid, err := parentOf(procRoot, pid); err != nil || ppid != x.Owner.PID {
+	if ppid, err := ledger.Parent(procRoot, pid); err != nil || ppid != x.Owner.PID {
 		return p, false, nil // exited; the pid may be another's now
 	}
 	root, err := unix.Open(filepath.Join(procRoot, strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -152,7 +152,7 @@ func readPool(procRoot string, selfNS uint64, x ledger.Lease) (p Pool, ok bool, 
 	}
 	// the ppid again: the status read is the container's only if its
 	// init was still the shim's child after it
-	if ppid, err := parentOf(procRoot, pid); err != nil || ppid != x.Owner.PID {
+	if ppid, err := ledger.Parent(procRoot, pid); err != nil || ppid != x.Owner.PID {
 		return Pool{}, false, nil
 	}
 	return p, true, nil
@@ -202,30 +202,6 @@ func readSmall(dir int, name string, resolve uint64, limit int64, onTmpfs bool) 
 		return nil, fmt.Errorf("%s: grew past %d bytes while read: %w", name, st.Size, errdefs.ErrInvalidArgument)
 	}
 	return b[:n], nil
-}
-
-// parentOf reads a process's parent from procRoot/PID/stat.
-func parentOf(procRoot string, pid int) (int, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if i < 0 || len(f) < 2 {
-		return 0, fmt.Errorf("malformed %s/%d/stat", procRoot, pid)
-	}
-	return strconv.Atoi(f[1])
-}
-
-// pidNS is the inode of the PID namespace procRoot shows.
-func pidNS(procRoot string) uint64 {
-	var st unix.Stat_t
-	if err := unix.Stat(filepath.Join(procRoot, "self", "ns", "pid"), &st); err != nil {
-		return 0
-	}
-	return st.Ino
 }
 
 // podOf names the pod of a lease's container from its bundle's spec

@@ -161,6 +161,16 @@ func (p *Policy) TenantNames() []string {
 	return names
 }
 
+// NodeQuotas returns each tenant's node-wide quota (zero where the policy
+// sets none), by tenant name.
+func (p *Policy) NodeQuotas() map[string]ledger.Amounts {
+	q := make(map[string]ledger.Amounts, len(p.Tenants))
+	for n, t := range p.Tenants {
+		q[n] = t.Node.Amounts()
+	}
+	return q
+}
+
 // LoadNode loads the policy the node config names (cfg.PolicyFile), and
 // fails closed when it is missing: policy_path = "" is the only way to run
 // without a policy (Open). The one exception is the built-in default path

@@ -191,11 +191,7 @@ func serveMetrics(ctx context.Context, c config.Config, d *dra.Driver, addr stri
 		if err != nil {
 			return nil, err
 		}
-		q := map[string]ledger.Amounts{}
-		for n, t := range p.Tenants {
-			q[n] = t.Node.Amounts()
-		}
-		return q, nil
+		return p.NodeQuotas(), nil
 	}
 	col.Devices = func() []metrics.DeviceState {
 		var out []metrics.DeviceState

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -135,24 +134,10 @@ func poolsList(stdout, stderr io.Writer, cfgPath string, leases bool, format out
 	if p, err := policy.LoadNode(cfg); err != nil {
 		fmt.Fprintf(stderr, "swiftctl: warning: %v (quotas not shown)\n", err)
 	} else {
-		for n, t := range p.Tenants {
-			quotas[n] = t.Node.Amounts()
-		}
+		quotas = p.NodeQuotas()
 	}
 	used := ledger.Usage(all)
-	names := map[string]bool{}
-	for n := range used {
-		names[n] = true
-	}
-	for n := range quotas {
-		names[n] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for _, n := range sorted {
+	for _, n := range ledger.Tenants(used, quotas) {
 		out.Tenants = append(out.Tenants, TenantUsage{Tenant: n, Usage: used[n], Quota: quotaOf(quotas[n])})
 	}
 	for _, x := range all {
