@@ -59,6 +59,10 @@ type Options struct {
 	// RuntimeClass get that network instead of the node's default one. It
 	// must be an existing directory.
 	CNIConfDir string
+	// Shim, when set, is the shim binary the entry runs (containerd's
+	// runtime_path): an absolute path of an executable file. Empty:
+	// containerd looks containerd-shim-swift-v2 up in its PATH.
+	Shim string
 	// Version, when non-zero, is the config version the operator expects:
 	// it must match the root config's, and it lets install create a
 	// missing root config.
@@ -111,6 +115,41 @@ func (p *Plan) Diff() string {
 		b.WriteString(UnifiedDiff(c.Path, c.Old, c.New))
 	}
 	return b.String()
+}
+
+// Report is a plan as `swiftctl install containerd -o json` prints it:
+// what changed (or would, in a dry run), file by file.
+type Report struct {
+	Runtime string         `json:"runtime"`
+	DropIn  string         `json:"drop_in,omitempty"`
+	Changed bool           `json:"changed"`
+	DryRun  bool           `json:"dry_run"`
+	Changes []ReportChange `json:"changes"`
+	Notes   []string       `json:"notes"`
+}
+
+// ReportChange is one file of a Report.
+type ReportChange struct {
+	Path string `json:"path"`
+	// Action is "write" or "remove".
+	Action string `json:"action"`
+	What   string `json:"what"`
+}
+
+// Report describes the plan for the runtime entry name ("": the default).
+func (p *Plan) Report(name string, dryRun bool) Report {
+	if name == "" {
+		name = DefaultRuntimeName
+	}
+	r := Report{Runtime: name, DropIn: p.DropIn, Changed: !p.Empty(), DryRun: dryRun,
+		Changes: make([]ReportChange, len(p.Changes)), Notes: append([]string{}, p.Notes...)}
+	for i, c := range p.Changes {
+		r.Changes[i] = ReportChange{Path: c.Path, Action: "write", What: c.What}
+		if c.New == nil {
+			r.Changes[i].Action = "remove"
+		}
+	}
+	return r
 }
 
 // Apply performs the plan: writes are atomic, removals ignore a file
@@ -338,13 +377,18 @@ func PlanInstall(o Options) (*Plan, error) {
 	if err := ValidateRuntimeName(o.RuntimeName); err != nil {
 		return nil, err
 	}
-	for k, p := range map[string]string{"swift config": o.SwiftConfig, "runc binary": o.BinaryName} {
+	for k, p := range map[string]string{"swift config": o.SwiftConfig, "runc binary": o.BinaryName, "shim": o.Shim} {
 		if p != "" && !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("%s %q: must be an absolute path: %w", k, p, errdefs.ErrInvalidArgument)
 		}
 	}
 	if o.BinaryName != "" {
 		if err := checkRunc(o.BinaryName); err != nil {
+			return nil, err
+		}
+	}
+	if o.Shim != "" {
+		if err := checkShim(o.Shim); err != nil {
 			return nil, err
 		}
 	}
@@ -420,7 +464,7 @@ func PlanInstall(o Options) (*Plan, error) {
 
 	p := Params{
 		Version: rc.Version, Name: o.RuntimeName, BinaryName: o.BinaryName, SystemdCgroup: o.SystemdCgroup,
-		SwiftConfig: o.SwiftConfig, CNIConfDir: o.CNIConfDir, Root: o.ConfigPath, Dir: dir, Glob: imp,
+		SwiftConfig: o.SwiftConfig, CNIConfDir: o.CNIConfDir, Shim: o.Shim, Root: o.ConfigPath, Dir: dir, Glob: imp,
 	}
 	// The shim delegates to runc: the entry runs runc as the node's runc
 	// entry does (nvidia-ctk runtime configure does the same).

@@ -197,6 +197,9 @@ func TestInstallRefuses(t *testing.T) {
 		{"relative swift config", files{"config.toml": "version = 3\n"}, Options{SwiftConfig: "swift.toml"}, errdefs.ErrInvalidArgument, "absolute"},
 		{"relative CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "podnet.d"}, errdefs.ErrInvalidArgument, "CNI config directory \"podnet.d\": must be an absolute path"},
 		{"missing CNI config directory", files{"config.toml": "version = 3\n"}, Options{CNIConfDir: "/nonexistent/podnet.d"}, errdefs.ErrNotFound, "CNI config directory /nonexistent/podnet.d"},
+		{"relative shim", files{"config.toml": "version = 3\n"}, Options{Shim: "bin/containerd-shim-swift-v2"}, errdefs.ErrInvalidArgument, "shim \"bin/containerd-shim-swift-v2\": must be an absolute path"},
+		{"missing shim", files{"config.toml": "version = 3\n"}, Options{Shim: "/nonexistent/containerd-shim-swift-v2"}, errdefs.ErrNotFound, "shim /nonexistent/containerd-shim-swift-v2 does not exist"},
+		{"shim not executable", files{"config.toml": "version = 3\n", "shim": "#!/bin/sh\n"}, Options{Shim: "{D}/shim"}, errdefs.ErrFailedPrecondition, "is not an executable file"},
 		{"CNI config directory is a file", files{"config.toml": "version = 3\n", "podnet.conflist": "{}\n"}, Options{CNIConfDir: "{D}/podnet.conflist"},
 			errdefs.ErrInvalidArgument, "is not a directory"},
 	} {
@@ -207,6 +210,7 @@ func TestInstallRefuses(t *testing.T) {
 			o := tc.opts
 			o.ConfigPath = filepath.Join(dir, "config.toml")
 			o.CNIConfDir = strings.ReplaceAll(o.CNIConfDir, "{D}", dir)
+			o.Shim = strings.ReplaceAll(o.Shim, "{D}", dir)
 			_, err := PlanInstall(o)
 			if !errors.Is(err, tc.err) || !strings.Contains(fmtyErr(err), tc.msg) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tc.err, tc.msg)

@@ -257,3 +257,17 @@ func checkRunc(path string) error {
 	}
 	return nil
 }
+
+// checkShim accepts an executable file for the entry's runtime_path.
+func checkShim(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil && os.IsNotExist(err):
+		return fmt.Errorf("shim %s does not exist: name the installed containerd-shim-swift-v2 (--shim PATH): %w", path, errdefs.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("shim %s: %v: %w", path, err, errdefs.ErrFailedPrecondition)
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("shim %s is not an executable file (mode %v): %w", path, fi.Mode(), errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}

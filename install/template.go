@@ -58,6 +58,9 @@ type Params struct {
 	SwiftConfig string
 	// CNIConfDir is the entry's cni_conf_dir ("": the node's CNI network).
 	CNIConfDir string
+	// Shim is the entry's runtime_path ("": containerd-shim-swift-v2 from
+	// containerd's PATH).
+	Shim string
 	// Root is the root config's path, Dir the drop-in directory and Glob
 	// the import entry that names it: they appear in the header comment.
 	Root, Dir, Glob string
@@ -87,6 +90,9 @@ version = {{.Version}}
 {{.}}{{end}}
 [plugins."{{.Plugin}}".containerd.runtimes.{{.Name}}]
   runtime_type = {{quote .RuntimeType}}
+{{- with .Shim}}
+  runtime_path = {{quote .}}
+{{- end}}
 {{- if ne .Version 2}}
   # CRI passes only annotations listed here to the runtime.
 {{- end}}

@@ -69,6 +69,8 @@ func TestRender(t *testing.T) {
 			return p
 		}(), PluginV3, nil},
 		{"CNI config directory on v2", func() Params { p := DefaultParams(2); p.CNIConfDir = "/etc/cni/podnet.d"; return p }(), PluginV2, nil},
+		{"shim path", func() Params { p := DefaultParams(3); p.Shim = "/opt/swift/bin/containerd-shim-swift-v2"; return p }(), PluginV3, nil},
+		{"shim path on v2", func() Params { p := DefaultParams(2); p.Shim = "/opt/swift/bin/containerd-shim-swift-v2"; return p }(), PluginV2, nil},
 		{"v1", DefaultParams(1), "", errdefs.ErrFailedPrecondition},
 		{"v5", DefaultParams(5), "", errdefs.ErrFailedPrecondition},
 		{"bad name", func() Params { p := DefaultParams(3); p.Name = "a.b"; return p }(), "", errdefs.ErrInvalidArgument},
@@ -109,6 +111,10 @@ func TestRender(t *testing.T) {
 			got, ok := lookup(tree, splitPath(rt+"/cni_conf_dir")...)
 			if ok != (tc.p.CNIConfDir != "") || ok && got != tc.p.CNIConfDir {
 				t.Errorf("cni_conf_dir = %#v (set: %v), want %q", got, ok, tc.p.CNIConfDir)
+			}
+			got, ok = lookup(tree, splitPath(rt+"/runtime_path")...)
+			if ok != (tc.p.Shim != "") || ok && got != tc.p.Shim {
+				t.Errorf("runtime_path = %#v (set: %v), want %q", got, ok, tc.p.Shim)
 			}
 			if tc.p.CRISection != nil {
 				for path, want := range map[string]any{

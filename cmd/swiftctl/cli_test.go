@@ -75,8 +75,8 @@ func TestOwnFlags(t *testing.T) {
 		{[]string{"keys", "rotate"}, []string{"--id", "--keep"}, []string{"--force"}},
 		{[]string{"pools", "gc"}, []string{"--dry-run", "--config"}, []string{"--leases", "--address"}},
 		{[]string{"pools", "repair"}, []string{"--address", "--state", "--dry-run", "--output"}, []string{"--leases"}},
-		{[]string{"uninstall", "containerd"}, []string{"--config", "--runtime-name", "--dry-run"}, []string{"--version", "--runc", "--swift-config"}},
-		{[]string{"install", "containerd"}, []string{"--version", "--runc", "--systemd-cgroup"}, []string{"--output"}},
+		{[]string{"uninstall", "containerd"}, []string{"--config", "--runtime-name", "--dry-run", "--output"}, []string{"--version", "--runc", "--swift-config", "--shim"}},
+		{[]string{"install", "containerd"}, []string{"--version", "--runc", "--systemd-cgroup", "--shim", "--output"}, []string{"--json"}},
 		{[]string{"version"}, []string{"--output"}, []string{"--config"}},
 		{[]string{"cache", "check"}, []string{"--config", "--output"}, []string{"--runs", "--json"}},
 	} {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
+	"github.com/containerd/errdefs"
 	"github.com/spf13/cobra"
 
 	"github.com/swift-rdma/swift-containerd/install"
@@ -20,6 +22,7 @@ func newInstallCmd(verb string) *cobra.Command {
 	c.Flags().StringVar(&o.ConfigPath, "config", install.DefaultConfigPath, "containerd's root config")
 	c.Flags().StringVar(&o.RuntimeName, "runtime-name", install.DefaultRuntimeName, "runtime entry name (the RuntimeClass handler)")
 	dryRun := c.Flags().Bool("dry-run", false, "print the change as a unified diff and write nothing")
+	output := c.Flags().StringP("output", "o", "", "json: report the change as one JSON object (the node installer reads it)")
 	group := "Add the swift runtime to containerd's config"
 	if verb == "install" {
 		c.Short = "Add the swift runtime to containerd's config (a conf.d drop-in)"
@@ -33,6 +36,8 @@ diff and writes nothing. Restart containerd to apply it.`
 		c.Flags().StringVar(&o.SwiftConfig, "swift-config", install.DefaultSwiftConfig, "node config path the runtime entry passes to the shim (SwiftConfig)")
 		c.Flags().StringVar(&o.BinaryName, "runc", "",
 			"runc binary of the runtime entry (BinaryName), an executable file (default: the node's runc entry's, else "+install.DefaultBinaryName+")")
+		c.Flags().StringVar(&o.Shim, "shim", "",
+			"the shim the runtime entry runs (runtime_path), an executable file (default: containerd-shim-swift-v2 from containerd's PATH)")
 		c.Flags().BoolVar(&o.SystemdCgroup, "systemd-cgroup", false, "set runc's SystemdCgroup option of the runtime entry (default: the node's runc entry's)")
 		c.Flags().StringVar(&o.CNIConfDir, "cni-conf-dir", "",
 			"CNI config directory of the entry's pods: an absolute path of an existing directory only root may write (containerd's per-runtime cni_conf_dir, containerd 2.x; default: the node's default CNI config)")
@@ -56,7 +61,13 @@ diff and writes nothing.`
 		if err != nil {
 			return err
 		}
-		return reportPlan(cmd.OutOrStdout(), verb, o, plan, *dryRun)
+		switch *output {
+		case "":
+			return reportPlan(cmd.OutOrStdout(), verb, o, plan, *dryRun)
+		case "json":
+			return reportJSON(cmd.OutOrStdout(), o, plan, *dryRun)
+		}
+		return fmt.Errorf("--output %q: want json or nothing: %w", *output, errdefs.ErrInvalidArgument)
 	}
 	return newGroupCmd(verb, group, "", c)
 }
@@ -94,4 +105,15 @@ func reportPlan(w io.Writer, verb string, o install.Options, plan *install.Plan,
 	}
 	fmt.Fprintln(w, "restart containerd to apply (systemctl restart containerd)")
 	return nil
+}
+
+func reportJSON(w io.Writer, o install.Options, plan *install.Plan, dryRun bool) error {
+	if !dryRun && !plan.Empty() {
+		if err := plan.Apply(); err != nil {
+			return err
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(plan.Report(o.RuntimeName, dryRun))
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -54,6 +56,61 @@ func TestInstallCommand(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(root); string(b) != orig {
 		t.Errorf("root config after uninstall = %q, want %q", b, orig)
+	}
+}
+
+// -o json reports the change file by file, as the node installer reads
+// it; --shim becomes the entry's runtime_path.
+func TestInstallCommandJSON(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(root, []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(dir, "containerd-shim-swift-v2")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dropIn := filepath.Join(dir, "conf.d", "swift.toml")
+	for i, s := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"install", "containerd", "--shim", shim, "-o", "json", "--dry-run"},
+			`{"runtime":"swift","drop_in":"` + dropIn + `","changed":true,"dry_run":true,"changes":[` +
+				`{"path":"` + dropIn + `","action":"write","what":"create drop-in"},` +
+				`{"path":"` + root + `","action":"write","what":"add \"` + dir + `/conf.d/*.toml\" to imports"}],"notes":[]}`},
+		{[]string{"install", "containerd", "--shim", shim, "-o", "json"},
+			`{"runtime":"swift","drop_in":"` + dropIn + `","changed":true,"dry_run":false,"changes":[` +
+				`{"path":"` + dropIn + `","action":"write","what":"create drop-in"},` +
+				`{"path":"` + root + `","action":"write","what":"add \"` + dir + `/conf.d/*.toml\" to imports"}],"notes":[]}`},
+		{[]string{"install", "containerd", "--shim", shim, "-o", "json"},
+			`{"runtime":"swift","drop_in":"` + dropIn + `","changed":false,"dry_run":false,"changes":[],"notes":[]}`},
+		{[]string{"uninstall", "containerd", "-o", "json"},
+			`{"runtime":"swift","drop_in":"` + dropIn + `","changed":true,"dry_run":false,"changes":[` +
+				`{"path":"` + dropIn + `","action":"remove","what":"remove drop-in"},` +
+				`{"path":"` + root + `","action":"write","what":"remove \"` + dir + `/conf.d/*.toml\" from imports"}],"notes":[]}`},
+	} {
+		out, _, err := swiftctl(t, append(s.args, "--config", root)...)
+		if err != nil {
+			t.Fatalf("step %d: %q: %v", i, s.args, err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(out)); err != nil {
+			t.Fatalf("step %d: %q: not JSON: %v\n%s", i, s.args, err, out)
+		}
+		if compact.String() != s.want {
+			t.Errorf("step %d: %q:\n got %s\nwant %s", i, s.args, compact.String(), s.want)
+		}
+		if i == 1 {
+			b, _ := os.ReadFile(dropIn)
+			if !strings.Contains(string(b), "\n  runtime_path = \""+shim+"\"\n") {
+				t.Errorf("drop-in lacks runtime_path %s:\n%s", shim, b)
+			}
+		}
+	}
+	if _, _, err := swiftctl(t, "install", "containerd", "--config", root, "-o", "yaml"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("-o yaml: err = %v, want invalid argument", err)
 	}
 }
 
