@@ -13,6 +13,13 @@
 // root reaches), the devices' ports and the verbs cache's state, which it
 // checks again whenever the devices change.
 //
+// `swift-node install` is the chart's installer DaemonSet (package
+// nodeinstall): it puts Swift's binaries onto the node, adds its runtime
+// entry to containerd's config, restarts containerd when that changed,
+// labels the node, and undoes all of it when its DaemonSet is deleted.
+// `swift-node uninstall-hook` is the chart's pre-delete hook that deletes
+// that DaemonSet and waits for its pods to finish.
+//
 // Without --kubeconfig it uses the in-cluster configuration (a DaemonSet's
 // service account). It needs the kubelet's plugin directories
 // (/var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins) and writes
@@ -62,6 +69,14 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "install":
+			return runInstall(args[1:])
+		case "uninstall-hook":
+			return runUninstallHook(args[1:])
+		}
+	}
 	fs := flag.NewFlagSet("swift-node", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the agent's identity (default: in-cluster)")
 	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -119,9 +120,14 @@ func decode[T any](t *testing.T, objs map[string][]byte, key string) T {
 func TestDefaults(t *testing.T) {
 	objs := objects(t)
 	want := []string{
-		"ClusterRole/swift-swift-node", "ClusterRoleBinding/swift-swift-node", "DaemonSet/swift-node",
-		"DeviceClass/swift-rdma", "RuntimeClass/swift", "Service/swift-node-metrics", "ServiceAccount/swift-node",
-		"ValidatingAdmissionPolicy/swift-swift-node-slices", "ValidatingAdmissionPolicyBinding/swift-swift-node-slices",
+		"ClusterRole/swift-swift-install", "ClusterRole/swift-swift-node",
+		"ClusterRoleBinding/swift-swift-install", "ClusterRoleBinding/swift-swift-node",
+		"DaemonSet/swift-install", "DaemonSet/swift-node",
+		"DeviceClass/swift-rdma", "Job/swift-uninstall", "Role/swift-install", "Role/swift-uninstall",
+		"RoleBinding/swift-install", "RoleBinding/swift-uninstall", "RuntimeClass/swift", "Service/swift-node-metrics",
+		"ServiceAccount/swift-install", "ServiceAccount/swift-node", "ServiceAccount/swift-uninstall",
+		"ValidatingAdmissionPolicy/swift-swift-install-label", "ValidatingAdmissionPolicy/swift-swift-node-slices",
+		"ValidatingAdmissionPolicyBinding/swift-swift-install-label", "ValidatingAdmissionPolicyBinding/swift-swift-node-slices",
 	}
 	if got := keys(objs); !reflect.DeepEqual(got, want) {
 		t.Errorf("objects:\n got %v\nwant %v", got, want)
@@ -218,11 +224,95 @@ func TestFull(t *testing.T) {
 	}
 }
 
+// TestInstaller: the installer DaemonSet runs swift-node install with
+// the chart's runtime entry, node config and label; its RBAC is its node
+// and its own DaemonSet; helm uninstall's pre-delete hook deletes that
+// DaemonSet and waits.
+func TestInstaller(t *testing.T) {
+	objs := objects(t, "--set", "installer.prefix=/opt/swift", "--set", "installer.restartCommand=/usr/local/sbin/restart-ctrd now",
+		"--set", "installer.waitFor[0]=/etc/swift/config.toml", "--set", "runtimeClass.handler=swift-rdma")
+	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/swift-install")
+	p := ds.Spec.Template.Spec
+	if !p.HostPID || !p.HostNetwork || p.ServiceAccountName != "swift-install" || p.TerminationGracePeriodSeconds == nil || *p.TerminationGracePeriodSeconds != 180 {
+		t.Errorf("installer pod: hostPID %v hostNetwork %v serviceAccount %q grace %v", p.HostPID, p.HostNetwork, p.ServiceAccountName, p.TerminationGracePeriodSeconds)
+	}
+	c := p.Containers[0]
+	wantArgs := []string{"--node-name=$(NODE_NAME)", "--daemonset=swift-system/swift-install", "--prefix=/opt/swift",
+		"--state-dir=/var/lib/swift-install", "--containerd-config=/etc/containerd/config.toml", "--runtime-name=swift-rdma",
+		"--swift-config=/etc/swift/config.toml", "--restart-command=/usr/local/sbin/restart-ctrd now",
+		"--node-label=swift.io/runtime=true", "--wait-for=/etc/swift/config.toml"}
+	if !reflect.DeepEqual(c.Command, []string{"/usr/local/bin/swift-node", "install"}) || !reflect.DeepEqual(c.Args, wantArgs) {
+		t.Errorf("installer: command %v args %v; want swift-node install %v", c.Command, c.Args, wantArgs)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil ||
+		!reflect.DeepEqual(c.ReadinessProbe.Exec.Command, []string{"/usr/local/bin/swift-node", "install", "--probe"}) {
+		t.Errorf("installer readiness probe %+v", c.ReadinessProbe)
+	}
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged || len(p.Volumes) != 0 {
+		t.Errorf("installer: privileged %+v, volumes %v (none: the node's files through /proc/1/root)", c.SecurityContext, p.Volumes)
+	}
+	cr := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/swift-swift-install")
+	if want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}; !reflect.DeepEqual(cr.Rules, want) {
+		t.Errorf("installer ClusterRole %+v, want %+v", cr.Rules, want)
+	}
+	for key, verbs := range map[string][]string{"Role/swift-install": {"get"}, "Role/swift-uninstall": {"get", "delete"}} {
+		r := decode[rbacv1.Role](t, objs, key)
+		want := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{"swift-install"}, Verbs: verbs}}
+		if !reflect.DeepEqual(r.Rules, want) {
+			t.Errorf("%s rules %+v, want %+v", key, r.Rules, want)
+		}
+	}
+	job := decode[batchv1.Job](t, objs, "Job/swift-uninstall")
+	if a := job.Annotations; a["helm.sh/hook"] != "pre-delete" || a["helm.sh/hook-weight"] != "0" {
+		t.Errorf("uninstall Job annotations %v: want a pre-delete hook after its RBAC", a)
+	}
+	for _, k := range []string{"ServiceAccount/swift-uninstall", "Role/swift-uninstall", "RoleBinding/swift-uninstall"} {
+		var m struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(objs[k], &m); err != nil || m.Metadata.Annotations["helm.sh/hook"] != "pre-delete" || m.Metadata.Annotations["helm.sh/hook-weight"] != "-5" {
+			t.Errorf("%s: %v annotations %v: want a pre-delete hook before the Job", k, err, m.Metadata.Annotations)
+		}
+	}
+	jc := job.Spec.Template.Spec.Containers[0]
+	if want := []string{"--daemonset=swift-system/swift-install", "--timeout=240s"}; !reflect.DeepEqual(jc.Args, want) ||
+		!reflect.DeepEqual(jc.Command, []string{"/usr/local/bin/swift-node", "uninstall-hook"}) {
+		t.Errorf("uninstall Job: %v %v, want swift-node uninstall-hook %v", jc.Command, jc.Args, want)
+	}
+	if sc := job.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 65534 {
+		t.Errorf("uninstall Job runs as %+v, want 65534", sc)
+	}
+	vap := string(objs["ValidatingAdmissionPolicy/swift-swift-install-label"])
+	for _, want := range []string{`request.userInfo.username == "system:serviceaccount:swift-system:swift-install"`,
+		`k == "swift.io/runtime"`, "object.spec == oldObject.spec"} {
+		if !strings.Contains(vap, want) {
+			t.Errorf("installer's ValidatingAdmissionPolicy lacks %q:\n%s", want, vap)
+		}
+	}
+
+	objs = objects(t, "--set", "installer.enabled=false")
+	for _, k := range keys(objs) {
+		if strings.Contains(k, "install") {
+			t.Errorf("installer.enabled=false rendered %s", k)
+		}
+	}
+}
+
 // TestRefuses: values that would install something wrong fail the render
 // with a message naming the value.
 func TestRefuses(t *testing.T) {
-	out, err := helm(t, "template", "swift", chartDir(t), "--set-string", "tenantKeys.Team_A=2026-12 00")
-	if err == nil || !strings.Contains(out, `tenantKeys: "Team_A" is not a tenant name (a DNS label)`) {
-		t.Errorf("a tenant name that is no DNS label: %v\n%s", err, out)
+	for _, tc := range []struct {
+		set, msg string
+	}{
+		{"tenantKeys.Team_A=2026-12 00", `tenantKeys: "Team_A" is not a tenant name (a DNS label)`},
+		{"installer.prefix=opt/swift", `installer.prefix: "opt/swift" is not an absolute, clean path on the node`},
+		{"installer.containerdConfig=/etc/containerd/../config.toml", `installer.containerdConfig: "/etc/containerd/../config.toml" is not an absolute, clean path`},
+	} {
+		out, err := helm(t, "template", "swift", chartDir(t), "--set-string", tc.set)
+		if err == nil || !strings.Contains(out, tc.msg) {
+			t.Errorf("--set-string %s: %v\n%s", tc.set, err, out)
+		}
 	}
 }

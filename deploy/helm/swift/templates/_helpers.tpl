@@ -14,6 +14,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: node-agent
 {{- end }}
 
+{{/* The installer's selector labels. */}}
+{{- define "swift.installerSelector" -}}
+app.kubernetes.io/name: swift
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: installer
+{{- end }}
+
 {{/* The image. */}}
 {{- define "swift.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
