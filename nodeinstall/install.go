@@ -247,7 +247,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if in.m.Prefix != "" && in.m.Prefix != in.c.Prefix {
-		return res, fmt.Errorf("Swift was installed into %s on this node (manifest %s): uninstall it first to install into %s: %w",
+		return res, fmt.Errorf("this node has Swift installed into %s (manifest %s): uninstall it first to install into %s: %w",
 			in.m.Prefix, in.manifestPath(), in.c.Prefix, errdefs.ErrFailedPrecondition)
 	}
 	in.m.Prefix = in.c.Prefix
@@ -400,7 +400,7 @@ func (in *Installer) installArgs() []string {
 func (in *Installer) installContainerd(ctx context.Context, res *Result) error {
 	o := in.c.Containerd
 	if c := in.m.Containerd; c != nil && (c.Config != o.ConfigPath || c.Runtime != o.RuntimeName) {
-		return fmt.Errorf("Swift's runtime entry %q was installed into %s on this node: uninstall first to install %q into %s: %w",
+		return fmt.Errorf("this node has the runtime entry %q installed into %s: uninstall first to install %q into %s: %w",
 			c.Runtime, c.Config, o.RuntimeName, o.ConfigPath, errdefs.ErrFailedPrecondition)
 	}
 	args := in.installArgs()
@@ -585,16 +585,18 @@ func (in *Installer) Uninstall(ctx context.Context) (Result, error) {
 		return res, nil
 	}
 	if lb := in.m.Label; lb != nil && in.c.Label != nil {
+		// a label that cannot be reached does not keep the runtime entry
+		// and the files on the node
 		cur, ok, err := in.c.Label.Get(ctx)
-		if err != nil {
-			return res, err
-		}
 		switch {
+		case err != nil:
+			log.G(ctx).WithError(err).Warnf("uninstall: the node's label %s is left: remove it yourself", lb.Key)
 		case ok && cur == lb.Value:
 			if err := in.c.Label.Set(ctx, lb.Previous); err != nil {
-				return res, err
+				log.G(ctx).WithError(err).Warnf("uninstall: the node's label %s is left: remove it yourself", lb.Key)
+			} else {
+				res.Labelled = true
 			}
-			res.Labelled = true
 		default:
 			log.G(ctx).Warnf("uninstall: the node's label %s is %q now, not install's %q: left as it is", lb.Key, cur, lb.Value)
 		}

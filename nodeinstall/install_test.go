@@ -52,17 +52,28 @@ type memLabel struct {
 	key, value string
 	cur        *string
 	sets       int
+	err        error // from Get and Set when set
 }
 
 func (l *memLabel) Key() string   { return l.key }
 func (l *memLabel) Value() string { return l.value }
 func (l *memLabel) Get(context.Context) (string, bool, error) {
+	if l.err != nil {
+		return "", false, l.err
+	}
 	if l.cur == nil {
 		return "", false, nil
 	}
 	return *l.cur, true, nil
 }
-func (l *memLabel) Set(_ context.Context, v *string) error { l.cur = v; l.sets++; return nil }
+func (l *memLabel) Set(_ context.Context, v *string) error {
+	if l.err != nil {
+		return l.err
+	}
+	l.cur = v
+	l.sets++
+	return nil
+}
 
 func write(t *testing.T, path, data string, mode os.FileMode) {
 	t.Helper()
@@ -328,6 +339,20 @@ func TestUninstallKeepsOthersChanges(t *testing.T) {
 	b2.run(t, true)
 	if b2.label.cur == nil || *b2.label.cur != "someone" {
 		t.Errorf("label = %v, want someone's left", b2.label.cur)
+	}
+
+	// the API server out of reach: the rest is undone all the same
+	b3 := newBed(t)
+	before := tree(t, b3.root)
+	b3.run(t, false)
+	b3.label.err = errors.New("the server has asked for the client to provide credentials")
+	if res := b3.run(t, true); res.Labelled || !res.ContainerdChanged || res.FilesRemoved != 5 {
+		t.Errorf("uninstall without the API server = %+v", res)
+	}
+	after := tree(t, b3.root)
+	delete(after, "restarts")
+	if d := diffTrees(before, after); d != "" {
+		t.Errorf("the node after uninstall differs from before:\n%s", d)
 	}
 }
 

@@ -71,14 +71,35 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 			return
 		}
 	}
-	// the chart makes the RuntimeClass and the DeviceClass the examples made
+	// the chart makes the RuntimeClass and the DeviceClass the examples
+	// made, and its installer the runtime entry and the node label: the
+	// bed's own entries (swift, swift-podnet) leave containerd's config,
+	// and the label the nodes
 	b.kubectl(ctx, "delete", "runtimeclass", "swift", "--ignore-not-found")
 	b.kubectl(ctx, "delete", "deviceclass", "swift-rdma", "--ignore-not-found")
+	before := map[string]string{}
+	for _, n := range nodes {
+		out, err := b.onNode(n, `bed_entries uninstall >/dev/null && `+nodeConfigState+` && `+
+			// the node config of the chart's runtime entry: the zygote's
+			// files where the installer puts them, swift-hook beside its shim
+			`sed -e 's#^bin_dir = .*#bin_dir = "`+helmPrefix+`/lib/swift"#' -e '/^\[hooks\]/,/^path = /d' "$W/swift.toml" >"$W/swift-helm.toml"`, time.Minute)
+		if err != nil {
+			b.fail(c, "take the bed's runtime entries out on %s: %v", n, err)
+			return
+		}
+		before[n] = strings.TrimSpace(out)
+		b.fact(c, n+".before", before[n])
+	}
+	b.kubectl(ctx, "label", "node", NodeA, NodeB, "swift.io/runtime-")
 	chart := filepath.Join(b.repo, "deploy", "helm", "swift")
-	// the bed's paths: its node config and containerd state are under /run/swiftvm
-	vals := []string{"--set", "image.pullPolicy=Never", "--set", "agent.nodeConfig=/run/swiftvm/swift.toml",
+	// the bed's paths: its node config, containerd's config and state are
+	// under /run/swiftvm; no systemd: the bed's restart command
+	vals := []string{"--set", "image.pullPolicy=Never", "--set", "agent.nodeConfig=/run/swiftvm/swift-helm.toml",
 		"--set", "agent.configDir=/run/swiftvm", "--set", "agent.cdiDir=/run/swiftvm/cdi",
-		"--set", "agent.containerdStateDir=/run/swiftvm/containerd", "--set", "agent.logLevel=debug"}
+		"--set", "agent.containerdStateDir=/run/swiftvm/containerd", "--set", "agent.logLevel=debug",
+		"--set", "installer.prefix=" + helmPrefix, "--set", "installer.stateDir=/run/swiftvm/swift-install",
+		"--set", "installer.containerdConfig=/run/swiftvm/containerd.toml",
+		"--set", "installer.restartCommand=/bin/sh /run/swiftvm/restart-containerd"}
 	// no kube-proxy in the bed: the agents reach the API server where the
 	// kubelets do
 	host, port, ok := strings.Cut(strings.TrimPrefix(b.cp.GuestURL, "https://"), ":")
@@ -86,8 +107,19 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 		b.fail(c, "the API server's guest URL %q has no port", b.cp.GuestURL)
 		return
 	}
-	vals = append(vals, "--set", "agent.extraEnv[0].name=KUBERNETES_SERVICE_HOST", "--set-string", "agent.extraEnv[0].value="+host,
-		"--set", "agent.extraEnv[1].name=KUBERNETES_SERVICE_PORT", "--set-string", "agent.extraEnv[1].value="+port)
+	for _, p := range []string{"agent", "installer"} {
+		vals = append(vals, "--set", p+".extraEnv[0].name=KUBERNETES_SERVICE_HOST", "--set-string", p+".extraEnv[0].value="+host,
+			"--set", p+".extraEnv[1].name=KUBERNETES_SERVICE_PORT", "--set-string", p+".extraEnv[1].value="+port)
+	}
+	defer func() {
+		// the bed's own entries back, for the scenarios after this one
+		for _, n := range nodes {
+			if out, err := b.onNode(n, `bed_entries install >/dev/null`, 3*time.Minute); err != nil {
+				b.fail(c, "put the bed's runtime entries back on %s: %v: %s", n, err, out)
+			}
+		}
+		b.kubectl(ctx, "label", "node", NodeA, NodeB, "swift.io/runtime=true", "--overwrite")
+	}()
 	t0 := time.Now()
 	out, err := b.helm(ctx, append([]string{"install", "swift", chart, "--namespace", helmNS, "--create-namespace",
 		"--wait", "--timeout", "5m"}, vals...)...)
@@ -100,6 +132,26 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	b.fact(c, "installed_s", fmt.Sprintf("%.0f", time.Since(t0).Seconds()))
 	ready, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset", "swift-node", "-o", "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}")
 	b.fact(c, "agents_ready", strings.TrimSpace(ready))
+	ready, _ = b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset", "swift-install", "-o", "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}")
+	b.fact(c, "installers_ready", strings.TrimSpace(ready))
+	b.fact(c, "labels", b.nodeLabels(ctx))
+	for _, n := range nodes {
+		logs, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", "-l", "app.kubernetes.io/component=installer", "--tail=-1", "--prefix",
+			"--max-log-requests=4")
+		b.logf("installer logs:\n%s", logs)
+		pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=installer",
+			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[0].metadata.name}")
+		l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", strings.TrimSpace(pod))
+		b.fact(c, n+".installer", sub(l, `(installed in [0-9.]+m?s: [0-9]+ files written, containerd config changed (?:true|false), restarted (?:true|false), labelled (?:true|false))`))
+		out, _ := b.onNode(n, `grep -h '^  runtime_path = \|^  SwiftConfig = ' "$W/conf.d/swift.toml"; grep -c '^imports = ' "$W/containerd.toml"; `+
+			`ls "`+helmPrefix+`/bin" | tr '\n' ' '; ls -l "`+helmPrefix+`/bin/swift-hook" | cut -d' ' -f1,3`, time.Minute)
+		b.fact(c, n+".entry", strings.Join(strings.Fields(out), " "))
+		h, _ := b.cp.Kubectl(ctx, "get", "node", n, "-o", "jsonpath={.status.runtimeHandlers[*].name}")
+		hs := strings.Fields(h)
+		sort.Strings(hs)
+		b.fact(c, n+".runtime_handlers", strings.Join(hs, " "))
+	}
+	b.forgeLabel(ctx)
 	rc, _ := b.cp.Kubectl(ctx, "get", "runtimeclass", "swift", "-o", `jsonpath={.handler} {.scheduling.nodeSelector}`)
 	b.fact(c, "runtimeclass", strings.TrimSpace(rc))
 	// both nodes' devices, published by the DaemonSet's agents
@@ -128,6 +180,9 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	y = pinned(y, NodeB)
 	if b.start(ctx, c, y, "worker-helm", 4*time.Minute) {
 		b.inside(ctx, c, "worker-helm", "team-a", "worker-helm", "worker")
+		// its shim is the one the installer put on the node
+		shim, _ := b.onNode(NodeB, `for p in /proc/[0-9]*; do readlink "$p/exe"; done 2>/dev/null | grep -c '^`+helmPrefix+`/bin/containerd-shim-swift-v2$'`, time.Minute)
+		b.fact(c, "b.installed_shims", strings.TrimSpace(shim))
 		alloc, _ := b.cp.Kubectl(ctx, "-n", "team-a", "get", "resourceclaims", "-o",
 			`jsonpath={range .items[*]}{.status.allocation.devices.results[0].driver}/{.status.allocation.devices.results[0].pool}/{.status.allocation.devices.results[0].device}{end}`)
 		b.fact(c, "allocated", strings.TrimSpace(alloc))
@@ -141,14 +196,89 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 		b.kubectl(ctx, "-n", "team-a", "delete", "pod", "worker-helm", "--wait=true", "--timeout=2m")
 	}
 	b.kubectl(ctx, "-n", "team-a", "delete", "resourceclaimtemplate", "rdma-relay", "--ignore-not-found")
-	if out, err := b.helm(ctx, "uninstall", "swift", "--namespace", helmNS, "--wait", "--timeout", "4m"); err != nil {
+	t0 = time.Now()
+	if out, err := b.helm(ctx, "uninstall", "swift", "--namespace", helmNS, "--wait", "--timeout", "6m"); err != nil {
 		b.fail(c, "helm uninstall: %v: %s", err, out)
 	}
+	b.fact(c, "uninstalled_s", fmt.Sprintf("%.0f", time.Since(t0).Seconds()))
+	// each node's containerd config byte for byte as before, nothing of
+	// the installer's left, no label
+	for _, n := range nodes {
+		out, err := b.onNode(n, nodeConfigState+` && ls -d "`+helmPrefix+`" /run/swiftvm/swift-install 2>/dev/null | wc -l`, time.Minute)
+		f := strings.Split(strings.TrimSpace(out), "\n")
+		if err != nil || len(f) < 2 {
+			b.fail(c, "node %s after helm uninstall: %v: %s", n, err, out)
+			continue
+		}
+		b.fact(c, n+".restored", fmt.Sprintf("%v", strings.TrimSpace(strings.Join(f[:len(f)-1], "\n")) == before[n]))
+		b.fact(c, n+".left", f[len(f)-1])
+	}
+	b.fact(c, "labels_after_uninstall", b.nodeLabels(ctx))
 	left, _ := b.cp.Kubectl(ctx, "get", "runtimeclass,deviceclass,clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
 		"-l", "app.kubernetes.io/instance=swift", "-o", "name")
 	ds, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset,serviceaccount,service", "-l", "app.kubernetes.io/instance=swift", "-o", "name")
 	b.fact(c, "left_after_uninstall", strings.TrimSpace(left+ds))
 	b.kubectl(ctx, "delete", "namespace", helmNS, "--wait=true", "--timeout=2m")
+}
+
+// helmPrefix is where the chart's installer puts Swift on the bed's
+// nodes (their /usr/local is the host's, read-only).
+const helmPrefix = "/run/swiftvm/opt"
+
+// nodeConfigState prints containerd's root config's digest and the
+// drop-in directory's files: what helm uninstall must leave as helm
+// install found it.
+const nodeConfigState = `sha256sum <"$W/containerd.toml" | cut -d' ' -f1 && ls "$W/conf.d" 2>/dev/null | tr '\n' ' ' && echo`
+
+// nodeLabels is each node's swift.io/runtime label, "a=true b=true".
+func (b *k8sBed) nodeLabels(ctx context.Context) string {
+	out, _ := b.cp.Kubectl(ctx, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.swift\.io/runtime} {end}`)
+	return strings.TrimSpace(out)
+}
+
+// forgeLabel: node a's installer, with its own token, may change only its
+// own node's label swift.io/runtime: node b's, and another label of its
+// own node, are refused by the chart's ValidatingAdmissionPolicy.
+func (b *k8sBed) forgeLabel(ctx context.Context) {
+	c := K8sHelm
+	token, err := b.podToken(ctx, "installer", "swift-install")
+	if err != nil {
+		b.fail(c, "%v", err)
+		return
+	}
+	asInstaller := func(args ...string) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, filepath.Join(b.cp.BinDir, "kubectl"), append([]string{"--kubeconfig", os.DevNull, "--server", b.cp.Server,
+			"--insecure-skip-tls-verify", "--token", token}, args...)...)
+		out, err := cmd.CombinedOutput()
+		b.logf("kubectl %s (as node a's installer)\n%s", strings.Join(args, " "), out)
+		return string(out), err
+	}
+	out, err := asInstaller("label", "node", NodeA, "swift.io/runtime=true", "--overwrite")
+	b.fact(c, "forge_label.own", fmt.Sprintf("%v", err == nil && strings.Contains(out, "labeled")))
+	out, _ = asInstaller("label", "node", NodeB, "swift.io/runtime=forged", "--overwrite")
+	b.fact(c, "forge_label.other_node", sub(out, `(the installer of node '[a-z]+' may not change node '[a-z]+')`))
+	out, _ = asInstaller("label", "node", NodeA, "rdma.example/tier=gold")
+	b.fact(c, "forge_label.other_label", sub(out, `(the installer may change only the node label [a-z./]+)`))
+	b.kubectl(ctx, "label", "node", NodeA, "rdma.example/tier-")
+}
+
+// podToken is a token of the service account sa bound to node a's pod of
+// the chart's component (so naming node a).
+func (b *k8sBed) podToken(ctx context.Context, component, sa string) (string, error) {
+	pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component="+component,
+		"--field-selector", "spec.nodeName="+NodeA, "-o", "jsonpath={.items[0].metadata.name} {.items[0].metadata.uid}")
+	f := strings.Fields(pod)
+	if len(f) != 2 {
+		return "", fmt.Errorf("node a's %s pod: %q", component, pod)
+	}
+	token, err := b.cp.Kubectl(ctx, "-n", helmNS, "create", "token", sa, "--bound-object-kind", "Pod",
+		"--bound-object-name", f[0], "--bound-object-uid", f[1], "--duration", "10m")
+	if err != nil {
+		return "", fmt.Errorf("a token of node a's %s: %v: %s", component, err, token)
+	}
+	return strings.TrimSpace(token), nil
 }
 
 // forgeSlices: node a's agent, with its own token (bound to its pod, so
@@ -157,17 +287,9 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 // agent's ClusterRole lets it create slices.
 func (b *k8sBed) forgeSlices(ctx context.Context) {
 	c := K8sHelm
-	pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=node-agent",
-		"--field-selector", "spec.nodeName="+NodeA, "-o", "jsonpath={.items[0].metadata.name} {.items[0].metadata.uid}")
-	f := strings.Fields(pod)
-	if len(f) != 2 {
-		b.fail(c, "node a's agent pod: %q", pod)
-		return
-	}
-	token, err := b.cp.Kubectl(ctx, "-n", helmNS, "create", "token", "swift-node", "--bound-object-kind", "Pod",
-		"--bound-object-name", f[0], "--bound-object-uid", f[1], "--duration", "10m")
+	token, err := b.podToken(ctx, "node-agent", "swift-node")
 	if err != nil {
-		b.fail(c, "a token of node a's agent: %v: %s", err, token)
+		b.fail(c, "%v", err)
 		return
 	}
 	slice := func(node string) string {
@@ -179,7 +301,7 @@ func (b *k8sBed) forgeSlices(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(cctx, filepath.Join(b.cp.BinDir, "kubectl"), "--kubeconfig", os.DevNull, "--server", b.cp.Server,
-			"--insecure-skip-tls-verify", "--token", strings.TrimSpace(token), "create", "-f", "-")
+			"--insecure-skip-tls-verify", "--token", token, "create", "-f", "-")
 		cmd.Stdin = strings.NewReader(slice(node))
 		out, err := cmd.CombinedOutput()
 		b.logf("kubectl create (as node a's agent) a slice of node %s\n%s", node, out)

@@ -1502,6 +1502,25 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				want("worker-helm.devices_env", "rxe0")
 				want("b.metrics_leases", `swift_tenant_leases{tenant="team-a"} 1`)
 				want("left_after_uninstall", "")
+				// the installer DaemonSet
+				want("installers_ready", "2/2")
+				want("labels", "a=true b=true")
+				for _, n := range []string{NodeA, NodeB} {
+					// the bed's entries out: containerd's config without any, conf.d empty
+					match(n+".before", `^[0-9a-f]{64}$`)
+					match(n+".installer", `^installed in [0-9.]+m?s: [1-9][0-9]* files written, containerd config changed true, restarted true, labelled true$`)
+					want(n+".entry", `runtime_path = "`+helmPrefix+`/bin/containerd-shim-swift-v2" SwiftConfig = "/run/swiftvm/swift-helm.toml" 1 `+
+						`containerd-shim-swift-v2 swift-hook swiftctl -rwxr-xr-x root`)
+					match(n+".runtime_handlers", `(^| )swift( |$)`)
+					want(n+".restored", "true")
+					want(n+".left", "0")
+				}
+				want("forge_label.own", "true")
+				want("forge_label.other_node", "the installer of node 'a' may not change node 'b'")
+				want("forge_label.other_label", "the installer may change only the node label swift.io/runtime")
+				match("b.installed_shims", `^[1-9][0-9]*$`)
+				match("uninstalled_s", `^[0-9]+$`)
+				want("labels_after_uninstall", "a= b=")
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {
 					want("pod_start_ms."+k+"_n", strconv.Itoa(b.runs))

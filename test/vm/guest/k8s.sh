@@ -164,9 +164,35 @@ install_runtime() {
 		return 1
 	}
 	cat "$W/conf.d/swift-podnet.toml" >>"$K8S/$NODE/install-podnet.out"
+	containerd_restart || return 1
+	log "containerd restarted with the swift runtime entry swiftctl installed"
+}
+
+# bed_entries uninstall|install: the bed's own runtime entries (swift,
+# swift-podnet) taken out of containerd's config, so that the chart's
+# installer adds its own to a config without any (k8s-helm), and put back
+# after it (with a restart) for the scenarios after this one.
+bed_entries() {
+	cfg=$W/containerd.toml
+	case $1 in
+	uninstall)
+		swiftctl uninstall containerd --config "$cfg" --runtime-name swift-podnet &&
+			swiftctl uninstall containerd --config "$cfg" --runtime-name swift
+		;;
+	install)
+		swiftctl install containerd --config "$cfg" --swift-config "$W/swift.toml" &&
+			swiftctl install containerd --config "$cfg" --runtime-name swift-podnet --swift-config "$W/swift-podnet.toml" \
+				--cni-conf-dir "$W/cni/podnet.d" && containerd_restart
+		;;
+	esac
+}
+
+# containerd_restart: the node's containerd stopped and started again with
+# its config.
+containerd_restart() {
 	stop_pidfile "$W/containerd.pid"
 	PATH=$SWIFTVM_BIN_DIR:$SWIFTVM_CONTAINERD_DIR:$PATH SWIFT_CONFIG=$W/swift.toml \
-		setsid "$SWIFTVM_CONTAINERD_DIR/containerd" --config "$cfg" >>"$R/containerd.log" 2>&1 </dev/null &
+		setsid "$SWIFTVM_CONTAINERD_DIR/containerd" --config "$W/containerd.toml" >>"$R/containerd.log" 2>&1 </dev/null &
 	echo $! >"$W/containerd.pid"
 	i=0
 	until ctr --address "$W/containerd.sock" version >/dev/null 2>&1; do
@@ -174,7 +200,41 @@ install_runtime() {
 		[ $i -lt 120 ] || { echo "containerd not ready 60 s after its restart"; return 1; }
 		sleep 0.5
 	done
-	log "containerd restarted with the swift runtime entry swiftctl installed"
+}
+
+# containerd_service: what a node's systemd is to its containerd, for the
+# chart's installer: its restart command ($W/restart-containerd, run in
+# the node's root from the installer's pod) asks here, and containerd is
+# restarted from this process, outside every pod's cgroup (a containerd
+# started from the pod would die with it).
+containerd_service() {
+	cat >"$W/restart-containerd" <<EOF
+#!/bin/sh
+# the bed's "systemctl restart containerd"
+rm -f $W/containerd.restarted
+touch $W/containerd.restart
+i=0
+while [ ! -e $W/containerd.restarted ]; do
+	i=\$((i + 1))
+	[ \$i -lt 600 ] || { echo "containerd was not restarted within 120 s" >&2; exit 1; }
+	sleep 0.2
+done
+[ "\$(cat $W/containerd.restarted)" = ok ] || { echo "containerd did not come back" >&2; exit 1; }
+echo "containerd restarted"
+EOF
+	chmod 0755 "$W/restart-containerd"
+	(
+		while [ ! -e "$K8S/done" ]; do
+			if [ -e "$W/containerd.restart" ]; then
+				rm -f "$W/containerd.restart"
+				if containerd_restart >>"$R/containerd-service.log" 2>&1; then r=ok; else r=fail; fi
+				log "containerd restarted for the installer: $r"
+				echo "$r" >"$W/containerd.restarted"
+			fi
+			sleep 0.2
+		done
+	) </dev/null >/dev/null 2>&1 &
+	echo $! >"$W/containerd-service.pid"
 }
 
 scenario_x_k8s() {
@@ -227,6 +287,7 @@ scenario_x_k8s() {
 		>"$W/cni/podnet.d/10-podnet.conflist"
 	STEP=install
 	install_runtime || fail "install the swift runtime into containerd"
+	containerd_service
 	# the examples' images, preloaded as an air-gapped node has them: the
 	# guest's image (busybox and the examples' /bin/worker) stands for each
 	# (registry.example/log-shipper:1.0 is imported: its command waits)
@@ -280,6 +341,7 @@ EOF
 		sleep 0.2
 	done
 	STEP=teardown
+	stop_pidfile "$W/containerd-service.pid"
 	dp_stop
 	dra_stop
 	rxe1_stop
