@@ -1,6 +1,8 @@
 package nodeinstall
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
@@ -115,13 +118,35 @@ func (h *host) read(p string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// sum returns the sha256 of regular file p, "" when it does not exist.
+// sum returns the sha256 of regular file p, "" when it does not exist;
+// it streams (the binaries are tens of MB, the pod's memory is bounded).
 func (h *host) sum(p string) (string, error) {
-	b, err := h.read(p, maxFile)
-	if err != nil || b == nil {
+	fd, err := h.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	if errors.Is(err, unix.ENOENT) {
+		return "", nil
+	}
+	if err != nil {
 		return "", err
 	}
-	return digest(b), nil
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return fileSum(f)
+}
+
+// fileSum streams the sha256 of an open regular file.
+func fileSum(f *os.File) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file (%v): %w", f.Name(), fi.Mode().Type(), errdefs.ErrFailedPrecondition)
+	}
+	hs := sha256.New()
+	if _, err := io.Copy(hs, f); err != nil {
+		return "", fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	return hex.EncodeToString(hs.Sum(nil)), nil
 }
 
 func digest(b []byte) string {
@@ -131,6 +156,11 @@ func digest(b []byte) string {
 
 // write replaces p atomically (a temporary file beside it, fsync, rename).
 func (h *host) write(p string, data []byte, mode os.FileMode) error {
+	return h.writeFrom(p, bytes.NewReader(data), mode)
+}
+
+// writeFrom is write with the content streamed from r.
+func (h *host) writeFrom(p string, r io.Reader, mode os.FileMode) error {
 	dfd, err := h.open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return err
@@ -143,7 +173,7 @@ func (h *host) write(p string, data []byte, mode os.FileMode) error {
 		return &os.PathError{Op: "create", Path: filepath.Join(filepath.Dir(p), tmp), Err: err}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(data)
+	_, err = io.Copy(f, r)
 	if err == nil {
 		err = f.Chmod(mode.Perm())
 	}
@@ -232,4 +262,55 @@ func (h *host) lookPath(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("command %q is not in the node's PATH (%s): %w", name, hostPATH, errdefs.ErrNotFound)
+}
+
+// checkRootOnly requires directory p and every directory on the way to it
+// to be root's and writable by no one else: the manifest in it decides
+// what uninstall removes and restores as root.
+func (h *host) checkRootOnly(p string) error {
+	for d := p; ; d = filepath.Dir(d) {
+		fd, err := h.open(d, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil {
+			return &os.PathError{Op: "stat", Path: d, Err: err}
+		}
+		if st.Uid != 0 || st.Mode&0o022 != 0 {
+			return fmt.Errorf("%s (on the way to %s) is owned by uid %d with mode %o: the installer's state must be root's alone: %w",
+				d, p, st.Uid, st.Mode&0o7777, errdefs.ErrFailedPrecondition)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// lock takes an exclusive lock on directory p (flock), waiting while ctx
+// lets it: one installer at a time on a node (a stopping pod and its
+// replacement).
+func (h *host) lock(ctx context.Context, p string) (func(), error) {
+	fd, err := h.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "lock", Path: p, Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, fmt.Errorf("another installer holds %s: %w", p, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

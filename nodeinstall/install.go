@@ -1,11 +1,11 @@
 package nodeinstall
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -63,22 +63,30 @@ type Config struct {
 	WaitFor []string
 	// Label labels the node; nil: no label.
 	Label Labeler
+	// Owner names who installs (the chart's release: NAMESPACE/DAEMONSET);
+	// an install of another owner on the node is refused, not undone.
+	Owner string
 }
 
-// Labeler sets and reads the node's label.
+// Labeler sets and reads the node's labels.
 type Labeler interface {
 	// Key is the label's key, Value the value install sets.
 	Key() string
 	Value() string
-	// Get returns the node's value of the label (ok false: unset).
-	Get(ctx context.Context) (value string, ok bool, err error)
-	// Set sets the label to *value, or removes it when value is nil.
-	Set(ctx context.Context, value *string) error
+	// Get returns the node's value of label key (ok false: unset).
+	Get(ctx context.Context, key string) (value string, ok bool, err error)
+	// Set sets label key to *value, or removes it when value is nil.
+	Set(ctx context.Context, key string, value *string) error
 }
 
 // Manifest is what install did on the node.
 type Manifest struct {
 	Prefix string `json:"prefix"`
+	// Owner is Config.Owner of the install.
+	Owner string `json:"owner,omitempty"`
+	// RestartPending: containerd's config changed and containerd has not
+	// been restarted since (the next run restarts it).
+	RestartPending bool `json:"restart_pending,omitempty"`
 	// Files are those install wrote, with their digests.
 	Files []File `json:"files"`
 	// Dirs are the directories install made, outermost first.
@@ -94,10 +102,22 @@ type Manifest struct {
 type File struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
+	// Prev is the digest of install's earlier release of the file (an
+	// upgrade stopped between recording the new digest and writing).
+	Prev string `json:"prev,omitempty"`
 	// Aside is where a different file that was there before was set
-	// aside ("": none was).
+	// aside ("": none was): asidePath(Path), beside it.
 	Aside string `json:"aside,omitempty"`
 }
+
+// asidePath is where the node's own file at p waits while Swift's is
+// there: beside it (a rename never crosses file systems).
+func asidePath(p string) string {
+	return filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".swift-aside")
+}
+
+// ours tells whether digest cur is one install wrote at f.
+func (f File) ours(cur string) bool { return cur != "" && (cur == f.SHA256 || cur == f.Prev) }
 
 // Containerd is the runtime entry install added.
 type Containerd struct {
@@ -173,6 +193,13 @@ func New(c Config) (*Installer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// a restart command that is not there is said before anything changes
+	if len(c.Restart) > 0 {
+		if _, err := h.lookPath(c.Restart[0]); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("restart command: %w", err)
+		}
+	}
 	return &Installer{c: c, h: h}, nil
 }
 
@@ -180,6 +207,22 @@ func New(c Config) (*Installer, error) {
 func (in *Installer) Close() error { return in.h.Close() }
 
 func (in *Installer) manifestPath() string { return filepath.Join(in.c.StateDir, ManifestName) }
+
+// open checks and locks the state directory and loads the manifest.
+func (in *Installer) open(ctx context.Context) (func(), error) {
+	if err := in.h.checkRootOnly(in.c.StateDir); err != nil {
+		return nil, err
+	}
+	unlock, err := in.h.lock(ctx, in.c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.load(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
 
 // Manifest returns what install did, as recorded.
 func (in *Installer) Manifest() Manifest { return in.m }
@@ -195,6 +238,53 @@ func (in *Installer) load() error {
 	}
 	if err := json.Unmarshal(b, &in.m); err != nil {
 		return fmt.Errorf("manifest %s: %v: %w", in.manifestPath(), err, errdefs.ErrDataLoss)
+	}
+	if err := in.check(); err != nil {
+		return fmt.Errorf("manifest %s: %w: remove what it lists by hand", in.manifestPath(), err)
+	}
+	return nil
+}
+
+// check refuses a manifest that names anything install does not write:
+// files outside the prefix, set-aside files elsewhere than beside them,
+// containerd files other than the root config and the entry's drop-in,
+// directories off the way to what install writes.
+func (in *Installer) check() error {
+	m := &in.m
+	bad := func(what, p string) error {
+		return fmt.Errorf("it names %s %q, which install does not write: %w", what, p, errdefs.ErrDataLoss)
+	}
+	under := func(p, dir string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p && strings.HasPrefix(p, dir+"/") }
+	if m.Prefix != "" && (!filepath.IsAbs(m.Prefix) || filepath.Clean(m.Prefix) != m.Prefix) {
+		return bad("the prefix", m.Prefix)
+	}
+	for _, f := range m.Files {
+		if !under(f.Path, filepath.Join(m.Prefix, "bin")) && !under(f.Path, filepath.Join(m.Prefix, "lib", "swift")) {
+			return bad("the file", f.Path)
+		}
+		if f.Aside != "" && f.Aside != asidePath(f.Path) {
+			return bad("the set-aside file", f.Aside)
+		}
+	}
+	for _, d := range m.Dirs {
+		ok := filepath.IsAbs(d) && filepath.Clean(d) == d && (d == in.c.StateDir || strings.HasPrefix(in.c.StateDir, d+"/") ||
+			d == m.Prefix || strings.HasPrefix(m.Prefix, d+"/") || under(d, m.Prefix))
+		if !ok {
+			return bad("the directory", d)
+		}
+	}
+	if c := m.Containerd; c != nil {
+		if install.ValidateRuntimeName(c.Runtime) != nil {
+			return bad("the runtime", c.Runtime)
+		}
+		for _, f := range c.Files {
+			if f.Path != c.Config && (filepath.Clean(f.Path) != f.Path || !filepath.IsAbs(f.Path) || filepath.Base(f.Path) != c.Runtime+".toml") {
+				return bad("the containerd config file", f.Path)
+			}
+		}
+		if c.MadeDir != "" && !slices.ContainsFunc(c.Files, func(f SavedFile) bool { return filepath.Dir(f.Path) == c.MadeDir && f.Path != c.Config }) {
+			return bad("the drop-in directory", c.MadeDir)
+		}
 	}
 	return nil
 }
@@ -243,16 +333,28 @@ func (in *Installer) sources() ([]string, error) {
 // Install installs Swift onto the node, as the package comment says.
 func (in *Installer) Install(ctx context.Context) (Result, error) {
 	var res Result
-	if err := in.load(); err != nil {
+	made, err := in.h.mkdirAll(in.c.StateDir)
+	if err != nil {
 		return res, err
 	}
+	unlock, err := in.open(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
 	if in.m.Prefix != "" && in.m.Prefix != in.c.Prefix {
 		return res, fmt.Errorf("this node has Swift installed into %s (manifest %s): uninstall it first to install into %s: %w",
 			in.m.Prefix, in.manifestPath(), in.c.Prefix, errdefs.ErrFailedPrecondition)
 	}
-	in.m.Prefix = in.c.Prefix
-	if err := in.mkdirAll(in.c.StateDir); err != nil {
-		return res, err
+	if in.m.Owner != "" && in.m.Owner != in.c.Owner {
+		return res, fmt.Errorf("this node has Swift installed by %s (manifest %s), not %s: uninstall that first: %w",
+			in.m.Owner, in.manifestPath(), in.c.Owner, errdefs.ErrAlreadyExists)
+	}
+	in.m.Prefix, in.m.Owner = in.c.Prefix, in.c.Owner
+	for _, d := range made {
+		if !slices.Contains(in.m.Dirs, d) {
+			in.m.Dirs = append(in.m.Dirs, d)
+		}
 	}
 	if err := in.save(); err != nil {
 		return res, err
@@ -263,7 +365,8 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 	if err := in.installContainerd(ctx, &res); err != nil {
 		return res, err
 	}
-	if res.ContainerdChanged {
+	// also a restart an earlier run changed the config for but did not do
+	if in.m.RestartPending {
 		if err := in.restart(ctx); err != nil {
 			return res, err
 		}
@@ -287,59 +390,11 @@ func (in *Installer) installFiles(ctx context.Context, res *Result) error {
 	for _, r := range srcs {
 		dst := filepath.Join(in.c.Prefix, r)
 		want[dst] = true
-		data, err := os.ReadFile(filepath.Join(in.c.From, r))
-		if err != nil {
-			return fmt.Errorf("the image's %s: %w", r, err)
-		}
-		fi, err := os.Stat(filepath.Join(in.c.From, r))
+		n, err := in.installFile(ctx, r, dst)
 		if err != nil {
 			return err
 		}
-		sum := digest(data)
-		cur, err := in.h.sum(dst)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(in.m.Files, func(f File) bool { return f.Path == dst })
-		if cur == sum {
-			continue
-		}
-		if err := in.mkdirAll(filepath.Dir(dst)); err != nil {
-			return err
-		}
-		if cur != "" && (i < 0 || in.m.Files[i].SHA256 != cur) {
-			// a file that is not ours: set aside, put back on uninstall
-			aside := filepath.Join(in.c.StateDir, "aside", r)
-			if err := in.mkdirAll(filepath.Dir(aside)); err != nil {
-				return err
-			}
-			if err := in.h.rename(dst, aside); err != nil {
-				return err
-			}
-			log.G(ctx).Warnf("install: %s was there and differs from Swift's: set aside to %s (put back on uninstall)", dst, aside)
-			if i < 0 {
-				in.m.Files = append(in.m.Files, File{Path: dst})
-				i = len(in.m.Files) - 1
-			}
-			in.m.Files[i].Aside = aside
-			if err := in.save(); err != nil {
-				return err
-			}
-		}
-		if i < 0 {
-			in.m.Files = append(in.m.Files, File{Path: dst})
-			i = len(in.m.Files) - 1
-		}
-		// recorded before it is written: a crash between leaves a file
-		// uninstall recognises
-		in.m.Files[i].SHA256 = sum
-		if err := in.save(); err != nil {
-			return err
-		}
-		if err := in.h.write(dst, data, fi.Mode().Perm()); err != nil {
-			return err
-		}
-		res.FilesWritten++
+		res.FilesWritten += n
 	}
 	// files of an earlier release that this one no longer has
 	kept := in.m.Files[:0]
@@ -360,6 +415,79 @@ func (in *Installer) installFiles(ctx context.Context, res *Result) error {
 	}
 	log.G(ctx).Infof("install: %d files written into %s (%d already there)", res.FilesWritten, in.c.Prefix, len(srcs)-res.FilesWritten)
 	return nil
+}
+
+// installFile puts the image's file r at dst (1: written, 0: it was there).
+func (in *Installer) installFile(ctx context.Context, r, dst string) (int, error) {
+	src, err := os.Open(filepath.Join(in.c.From, r))
+	if err != nil {
+		return 0, fmt.Errorf("the image's %s: %w", r, err)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return 0, err
+	}
+	sum, err := fileSum(src)
+	if err != nil {
+		return 0, err
+	}
+	cur, err := in.h.sum(dst)
+	if err != nil {
+		return 0, err
+	}
+	i := slices.IndexFunc(in.m.Files, func(f File) bool { return f.Path == dst })
+	if cur == sum {
+		return 0, nil
+	}
+	if err := in.mkdirAll(filepath.Dir(dst)); err != nil {
+		return 0, err
+	}
+	if i < 0 {
+		in.m.Files = append(in.m.Files, File{Path: dst})
+		i = len(in.m.Files) - 1
+	}
+	f := &in.m.Files[i]
+	switch {
+	case cur == "" || f.ours(cur):
+	case f.Aside != "":
+		// the node's own file waits aside already: this one is a change
+		// of Swift's file since, replaced
+		log.G(ctx).Warnf("install: %s changed since install: replaced", dst)
+	default:
+		// the node's own file: set aside beside it, put back on uninstall
+		aside := asidePath(dst)
+		if a, err := in.h.sum(aside); err != nil || a != "" {
+			return 0, fmt.Errorf("set %s aside: %s is there already (%v): %w", dst, aside, err, errdefs.ErrAlreadyExists)
+		}
+		f.Aside = aside
+		if err := in.save(); err != nil {
+			return 0, err
+		}
+		if err := in.h.rename(dst, aside); err != nil {
+			return 0, err
+		}
+		log.G(ctx).Warnf("install: %s was there and differs from Swift's: set aside to %s (put back on uninstall)", dst, aside)
+	}
+	// recorded before it is written: a stop between leaves a file
+	// uninstall and the next install recognise (Prev: the earlier release)
+	if f.SHA256 != sum {
+		if f.SHA256 != "" && f.ours(cur) {
+			f.Prev = f.SHA256
+		}
+		f.SHA256 = sum
+	}
+	if err := in.save(); err != nil {
+		return 0, err
+	}
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	if err := in.h.writeFrom(dst, src, fi.Mode().Perm()); err != nil {
+		return 0, err
+	}
+	f.Prev = ""
+	return 1, nil
 }
 
 // swiftctl runs the node's swiftctl (PREFIX/bin) in the node's root with
@@ -446,6 +574,8 @@ func (in *Installer) installContainerd(ctx context.Context, res *Result) error {
 			in.m.Containerd.MadeDir = d
 		}
 	}
+	// containerd must restart once this changed, even if this run stops
+	in.m.RestartPending = true
 	if err := in.save(); err != nil {
 		return err
 	}
@@ -471,7 +601,9 @@ func (in *Installer) installContainerd(ctx context.Context, res *Result) error {
 }
 
 // runOnNode runs argv in the node's root (chroot to HostRoot), in a
-// session of its own, with the node's PATH, and returns its stdout.
+// session of its own, with the node's PATH, and returns its stdout. Its
+// output goes to files, not pipes: a daemon the command leaves behind
+// holds no pipe of ours. On timeout its whole process group is killed.
 func (in *Installer) runOnNode(ctx context.Context, timeout time.Duration, argv []string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("no command: %w", errdefs.ErrInvalidArgument)
@@ -479,6 +611,14 @@ func (in *Installer) runOnNode(ctx context.Context, timeout time.Duration, argv 
 	path, err := in.h.lookPath(argv[0])
 	if err != nil {
 		return nil, err
+	}
+	var outs [2]*os.File
+	for i := range outs {
+		if outs[i], err = os.CreateTemp("", "swift-install-out"); err != nil {
+			return nil, err
+		}
+		defer outs[i].Close()
+		_ = os.Remove(outs[i].Name())
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -490,30 +630,37 @@ func (in *Installer) runOnNode(ctx context.Context, timeout time.Duration, argv 
 	if in.c.HostRoot != "/" {
 		cmd.SysProcAttr.Chroot = in.c.HostRoot
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	cmd.Stdout, cmd.Stderr = outs[0], outs[1]
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err = cmd.Run()
+	read := func(f *os.File) []byte {
+		b, _ := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+		return b
+	}
+	stdout, stderr := read(outs[0]), read(outs[1])
+	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w after %s: %w", err, timeout, context.DeadlineExceeded)
 		}
-		return stdout.Bytes(), fmt.Errorf("on the node, %s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+		return stdout, fmt.Errorf("on the node, %s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(stderr)))
 	}
-	return stdout.Bytes(), nil
+	return stdout, nil
 }
 
+// restart runs the restart command and clears RestartPending.
 func (in *Installer) restart(ctx context.Context) error {
 	if len(in.c.Restart) == 0 {
 		log.G(ctx).Warn("containerd's config changed and no restart command is set: restart containerd on this node to apply it")
-		return nil
+	} else {
+		t0 := time.Now()
+		out, err := in.runOnNode(ctx, in.c.RestartTimeout, in.c.Restart)
+		if err != nil {
+			return fmt.Errorf("restart containerd: %w", err)
+		}
+		log.G(ctx).Infof("containerd restarted (%s) in %s %s", strings.Join(in.c.Restart, " "), time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(out)))
 	}
-	t0 := time.Now()
-	out, err := in.runOnNode(ctx, in.c.RestartTimeout, in.c.Restart)
-	if err != nil {
-		return fmt.Errorf("restart containerd: %w", err)
-	}
-	log.G(ctx).Infof("containerd restarted (%s) in %s %s", strings.Join(in.c.Restart, " "), time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(out)))
-	return nil
+	in.m.RestartPending = false
+	return in.save()
 }
 
 func (in *Installer) waitFor(ctx context.Context) error {
@@ -547,7 +694,7 @@ func (in *Installer) label(ctx context.Context, res *Result) error {
 	if in.m.Label != nil && in.m.Label.Key != l.Key() {
 		return fmt.Errorf("install labelled this node %s: uninstall first to label it %s: %w", in.m.Label.Key, l.Key(), errdefs.ErrFailedPrecondition)
 	}
-	cur, ok, err := l.Get(ctx)
+	cur, ok, err := l.Get(ctx, l.Key())
 	if err != nil {
 		return err
 	}
@@ -565,7 +712,7 @@ func (in *Installer) label(ctx context.Context, res *Result) error {
 		return nil
 	}
 	v := l.Value()
-	if err := l.Set(ctx, &v); err != nil {
+	if err := l.Set(ctx, l.Key(), &v); err != nil {
 		return err
 	}
 	log.G(ctx).Infof("install: node labelled %s=%s", l.Key(), v)
@@ -577,22 +724,38 @@ func (in *Installer) label(ctx context.Context, res *Result) error {
 // label, containerd's config (and a restart), the files, the directories.
 func (in *Installer) Uninstall(ctx context.Context) (Result, error) {
 	var res Result
-	if err := in.load(); err != nil {
+	if fd, err := in.h.open(in.c.StateDir, unix.O_PATH|unix.O_DIRECTORY); errors.Is(err, unix.ENOENT) {
+		log.G(ctx).Infof("uninstall: nothing installed on this node (no %s)", in.c.StateDir)
+		return res, nil
+	} else if err == nil {
+		unix.Close(fd)
+	}
+	unlock, err := in.open(ctx)
+	if err != nil {
 		return res, err
 	}
+	defer unlock()
 	if in.m.Prefix == "" {
 		log.G(ctx).Infof("uninstall: nothing installed on this node (no %s)", in.manifestPath())
 		return res, nil
 	}
+	if in.m.Owner != "" && in.m.Owner != in.c.Owner {
+		return res, fmt.Errorf("this node has Swift installed by %s (manifest %s), not %s: left for it: %w",
+			in.m.Owner, in.manifestPath(), in.c.Owner, errdefs.ErrFailedPrecondition)
+	}
+	if n := in.runningShims(); n > 0 {
+		log.G(ctx).Warnf("uninstall: %d shims of %s still run (pods of the RuntimeClass not deleted): containerd cannot clean their containers up once the shim is gone", n, in.m.Prefix)
+	}
 	if lb := in.m.Label; lb != nil && in.c.Label != nil {
 		// a label that cannot be reached does not keep the runtime entry
 		// and the files on the node
-		cur, ok, err := in.c.Label.Get(ctx)
+		// the key install set, whatever the label's key is now
+		cur, ok, err := in.c.Label.Get(ctx, lb.Key)
 		switch {
 		case err != nil:
 			log.G(ctx).WithError(err).Warnf("uninstall: the node's label %s is left: remove it yourself", lb.Key)
 		case ok && cur == lb.Value:
-			if err := in.c.Label.Set(ctx, lb.Previous); err != nil {
+			if err := in.c.Label.Set(ctx, lb.Key, lb.Previous); err != nil {
 				log.G(ctx).WithError(err).Warnf("uninstall: the node's label %s is left: remove it yourself", lb.Key)
 			} else {
 				res.Labelled = true
@@ -606,21 +769,26 @@ func (in *Installer) Uninstall(ctx context.Context) (Result, error) {
 		}
 	}
 	if c := in.m.Containerd; c != nil {
+		pending := in.m.RestartPending
+		in.m.RestartPending = true
+		if err := in.save(); err != nil {
+			return res, err
+		}
 		changed, err := in.uninstallContainerd(ctx, c)
 		if err != nil {
 			return res, err
 		}
-		in.m.Containerd = nil
+		in.m.Containerd, in.m.RestartPending = nil, pending || changed
 		if err := in.save(); err != nil {
 			return res, err
 		}
-		if changed {
-			res.ContainerdChanged = true
-			if err := in.restart(ctx); err != nil {
-				return res, err
-			}
-			res.Restarted = len(in.c.Restart) > 0
+		res.ContainerdChanged = changed
+	}
+	if in.m.RestartPending {
+		if err := in.restart(ctx); err != nil {
+			return res, err
 		}
+		res.Restarted = len(in.c.Restart) > 0
 	}
 	for _, f := range in.m.Files {
 		removed, err := in.removeFile(ctx, f)
@@ -638,7 +806,7 @@ func (in *Installer) Uninstall(ctx context.Context) (Result, error) {
 	if err := in.h.remove(in.manifestPath(), false); err != nil {
 		return res, err
 	}
-	dirs := append([]string{filepath.Join(in.c.StateDir, "aside")}, in.m.Dirs...)
+	dirs := slices.Clone(in.m.Dirs)
 	slices.SortStableFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, d := range dirs {
 		if err := in.h.remove(d, true); err != nil {
@@ -707,23 +875,44 @@ func (in *Installer) uninstallContainerd(ctx context.Context, c *Containerd) (bo
 }
 
 // removeFile removes a file install wrote, when it is still install's,
-// and puts back the one it set aside.
+// and puts back the one it set aside (also when its place is empty).
 func (in *Installer) removeFile(ctx context.Context, f File) (bool, error) {
 	cur, err := in.h.sum(f.Path)
 	if err != nil {
 		return false, err
 	}
-	if cur != f.SHA256 {
-		if cur != "" {
-			log.G(ctx).Warnf("uninstall: %s changed since install: left", f.Path)
-		}
+	if cur != "" && !f.ours(cur) {
+		log.G(ctx).Warnf("uninstall: %s changed since install: left", f.Path)
 		return false, nil
 	}
 	if f.Aside != "" {
-		if err := in.h.rename(f.Aside, f.Path); err != nil {
+		if a, err := in.h.sum(f.Aside); err != nil || a == "" {
+			log.G(ctx).Warnf("uninstall: the node's own %s, set aside to %s, is not there (%v)", f.Path, f.Aside, err)
+		} else if err := in.h.rename(f.Aside, f.Path); err != nil {
 			return false, err
+		} else {
+			return cur != "", nil
 		}
-		return true, nil
+	}
+	if cur == "" {
+		return false, nil
 	}
 	return true, in.h.remove(f.Path, false)
+}
+
+// runningShims counts the processes running PREFIX's shim (the host's
+// /proc: a hostPID pod's, or the node's own).
+func (in *Installer) runningShims() int {
+	shim := filepath.Join(in.m.Prefix, "bin", "containerd-shim-swift-v2")
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if exe, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && (exe == shim || exe == shim+" (deleted)") {
+			n++
+		}
+	}
+	return n
 }

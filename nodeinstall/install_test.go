@@ -57,18 +57,24 @@ type memLabel struct {
 
 func (l *memLabel) Key() string   { return l.key }
 func (l *memLabel) Value() string { return l.value }
-func (l *memLabel) Get(context.Context) (string, bool, error) {
+func (l *memLabel) Get(_ context.Context, key string) (string, bool, error) {
 	if l.err != nil {
 		return "", false, l.err
+	}
+	if key != l.key {
+		return "", false, fmt.Errorf("label %s asked, %s kept", key, l.key)
 	}
 	if l.cur == nil {
 		return "", false, nil
 	}
 	return *l.cur, true, nil
 }
-func (l *memLabel) Set(_ context.Context, v *string) error {
+func (l *memLabel) Set(_ context.Context, key string, v *string) error {
 	if l.err != nil {
 		return l.err
+	}
+	if key != l.key {
+		return fmt.Errorf("label %s set, %s kept", key, l.key)
 	}
 	l.cur = v
 	l.sets++
@@ -243,7 +249,7 @@ func TestInstallUninstall(t *testing.T) {
 	for p, want := range map[string]string{
 		"opt/swift/bin/swiftctl": "", "opt/swift/bin/containerd-shim-swift-v2": "shim\n", "opt/swift/bin/swift-hook": "hook\n",
 		"opt/swift/lib/swift/swift-init": "init\n", "opt/swift/lib/swift/lib/libibverbs.so.1": "verbs\n",
-		"run/swift-install/aside/bin/swift-hook": "the node's own hook\n",
+		"opt/swift/bin/.swift-hook.swift-aside": "the node's own hook\n",
 	} {
 		if got := b.read(t, p); want != "" && got != want {
 			t.Errorf("%s = %q, want %q", p, got, want)
@@ -460,5 +466,160 @@ func TestHostResolvesInRoot(t *testing.T) {
 	}
 	if _, err := h.read("/fifo", 100); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("a FIFO: %v, want refused without blocking", err)
+	}
+}
+
+// A restart that fails leaves the restart pending: the next run (the
+// pod restarted) restarts containerd although the config is in place,
+// and the node is labelled only after that.
+func TestRestartPending(t *testing.T) {
+	b := newBed(t)
+	b.cfg.Restart = []string{"/usr/bin/restart-containerd", "fail"}
+	in, err := New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Install(context.Background()); err == nil || !strings.Contains(err.Error(), "containerd did not come back") {
+		t.Fatalf("install with a failing restart: %v", err)
+	}
+	in.Close()
+	if b.label.cur != nil {
+		t.Error("labelled although containerd was not restarted")
+	}
+	b.cfg.Restart = []string{"restart-containerd", "now"}
+	res := b.run(t, false)
+	if res.ContainerdChanged || !res.Restarted || !res.Labelled {
+		t.Errorf("second install = %+v, want the pending restart and the label", res)
+	}
+	if got := b.restarts(t); got != "fail\nnow\n" {
+		t.Errorf("restarts = %q", got)
+	}
+	if res := b.run(t, false); res.Restarted {
+		t.Errorf("third install restarted again: %+v", res)
+	}
+}
+
+// An upgrade writes only what changed and restarts nothing; one stopped
+// between recording the new digest and writing the file is finished by
+// the next run without taking Swift's old file for the node's own.
+func TestUpgrade(t *testing.T) {
+	b := newBed(t)
+	before := tree(t, b.root)
+	b.run(t, false)
+	shim := filepath.Join(b.from, "bin", "containerd-shim-swift-v2")
+	write(t, shim, "shim 2\n", 0o755)
+	if res := b.run(t, false); res != (Result{FilesWritten: 1}) {
+		t.Errorf("upgrade = %+v, want one file written", res)
+	}
+	if got := b.read(t, "opt/swift/bin/containerd-shim-swift-v2"); got != "shim 2\n" {
+		t.Errorf("shim = %q", got)
+	}
+	// stopped mid-upgrade: the manifest has release 3's digest, the node
+	// release 2's file
+	write(t, shim, "shim 3\n", 0o755)
+	mp := filepath.Join(b.root, "run", "swift-install", "manifest.json")
+	var m Manifest
+	if err := json.Unmarshal([]byte(b.read(t, "run/swift-install/manifest.json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range m.Files {
+		if f.Path == "/opt/swift/bin/containerd-shim-swift-v2" {
+			m.Files[i].Prev, m.Files[i].SHA256 = f.SHA256, digest([]byte("shim 3\n"))
+		}
+	}
+	data, _ := json.Marshal(m)
+	write(t, mp, string(data), 0o600)
+	if res := b.run(t, false); res != (Result{FilesWritten: 1}) {
+		t.Errorf("finished upgrade = %+v, want one file written", res)
+	}
+	if _, err := os.Stat(filepath.Join(b.root, "opt", "swift", "bin", ".containerd-shim-swift-v2.swift-aside")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Swift's own earlier shim was set aside as the node's: %v", err)
+	}
+	b.run(t, true)
+	after := tree(t, b.root)
+	delete(after, "restarts")
+	if d := diffTrees(before, after); d != "" {
+		t.Errorf("the node after uninstall differs from before:\n%s", d)
+	}
+}
+
+// A manifest that names what install does not write is refused whole:
+// uninstall as root must not remove, restore or rename anything it names.
+func TestHostileManifest(t *testing.T) {
+	for name, m := range map[string]Manifest{
+		"file outside the prefix": {Prefix: "/opt/swift", Files: []File{{Path: "/etc/passwd", SHA256: "x"}}},
+		"climbing file":           {Prefix: "/opt/swift", Files: []File{{Path: "/opt/swift/bin/../../../etc/passwd"}}},
+		"aside elsewhere":         {Prefix: "/opt/swift", Files: []File{{Path: "/opt/swift/bin/swiftctl", Aside: "/etc/shadow"}}},
+		"config elsewhere": {Prefix: "/opt/swift", Containerd: &Containerd{Config: "/etc/containerd/config.toml", Runtime: "swift",
+			Files: []SavedFile{{Path: "/etc/cron.d/x", Existed: true, Before: []byte("* * * * * root sh -c id\n")}}}},
+		"directory elsewhere": {Prefix: "/opt/swift", Dirs: []string{"/etc"}},
+		"made dir elsewhere": {Prefix: "/opt/swift", Containerd: &Containerd{Config: "/etc/containerd/config.toml", Runtime: "swift",
+			MadeDir: "/etc", Files: []SavedFile{{Path: "/etc/containerd/config.toml"}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t)
+			write(t, filepath.Join(b.root, "etc", "passwd"), "root:x:0:0\n", 0o644)
+			write(t, filepath.Join(b.root, "etc", "shadow"), "root:*:1\n", 0o600)
+			data, _ := json.Marshal(m)
+			write(t, filepath.Join(b.root, "run", "swift-install", "manifest.json"), string(data), 0o600)
+			before := tree(t, b.root)
+			in, err := New(b.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			if _, err := in.Uninstall(context.Background()); !errors.Is(err, errdefs.ErrDataLoss) || !strings.Contains(err.Error(), "which install does not write") {
+				t.Errorf("uninstall: %v, want the manifest refused", err)
+			}
+			if _, err := in.Install(context.Background()); !errors.Is(err, errdefs.ErrDataLoss) {
+				t.Errorf("install: %v, want the manifest refused", err)
+			}
+			if d := diffTrees(before, tree(t, b.root)); d != "" {
+				t.Errorf("a refused manifest changed the node:\n%s", d)
+			}
+		})
+	}
+}
+
+// The state directory must be root's alone, on all its way; an install
+// of another owner (another release) is neither overwritten nor undone.
+func TestStateDirAndOwner(t *testing.T) {
+	b := newBed(t)
+	if err := os.Chmod(filepath.Join(b.root, "run"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Install(context.Background()); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "must be root's alone") {
+		t.Errorf("install into a state dir others may write: %v", err)
+	}
+	in.Close()
+	if err := os.Chmod(filepath.Join(b.root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	b.cfg.Owner = "swift-system/swift-install"
+	b.run(t, false)
+	installed := tree(t, b.root)
+	b.cfg.Owner = "other/swift-install"
+	for _, uninstall := range []bool{false, true} {
+		in, err := New(b.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uninstall {
+			_, err = in.Uninstall(context.Background())
+		} else {
+			_, err = in.Install(context.Background())
+		}
+		in.Close()
+		if err == nil || !strings.Contains(err.Error(), "installed by swift-system/swift-install") {
+			t.Errorf("uninstall %v by another owner: %v", uninstall, err)
+		}
+	}
+	if d := diffTrees(installed, tree(t, b.root)); d != "" {
+		t.Errorf("another owner changed the node:\n%s", d)
 	}
 }

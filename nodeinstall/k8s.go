@@ -44,23 +44,23 @@ func (l *NodeLabel) Key() string { return l.key }
 func (l *NodeLabel) Value() string { return l.value }
 
 // Get implements Labeler.
-func (l *NodeLabel) Get(ctx context.Context) (string, bool, error) {
+func (l *NodeLabel) Get(ctx context.Context, key string) (string, bool, error) {
 	n, err := l.client.CoreV1().Nodes().Get(ctx, l.node, metav1.GetOptions{})
 	if err != nil {
 		return "", false, fmt.Errorf("node %s: %w", l.node, err)
 	}
-	v, ok := n.Labels[l.key]
+	v, ok := n.Labels[key]
 	return v, ok, nil
 }
 
 // Set implements Labeler.
-func (l *NodeLabel) Set(ctx context.Context, value *string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{l.key: value}}})
+func (l *NodeLabel) Set(ctx context.Context, key string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{key: value}}})
 	if err != nil {
 		return err
 	}
 	if _, err := l.client.CoreV1().Nodes().Patch(ctx, l.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "swift-install"}); err != nil {
-		return fmt.Errorf("label node %s %s: %w", l.node, l.key, err)
+		return fmt.Errorf("label node %s %s: %w", l.node, key, err)
 	}
 	return nil
 }

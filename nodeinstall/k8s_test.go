@@ -24,21 +24,21 @@ func TestNodeLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := l.Get(ctx); ok || err != nil {
+	if _, ok, err := l.Get(ctx, "swift.io/runtime"); ok || err != nil {
 		t.Fatalf("Get before = %v %v, want unset", ok, err)
 	}
 	v := "true"
-	if err := l.Set(ctx, &v); err != nil {
+	if err := l.Set(ctx, "swift.io/runtime", &v); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := c.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
 	if want := map[string]string{"zone": "z1", "swift.io/runtime": "true"}; len(got.Labels) != 2 || got.Labels["zone"] != "z1" || got.Labels["swift.io/runtime"] != "true" {
 		t.Errorf("labels = %v, want %v", got.Labels, want)
 	}
-	if s, ok, _ := l.Get(ctx); !ok || s != "true" {
+	if s, ok, _ := l.Get(ctx, "swift.io/runtime"); !ok || s != "true" {
 		t.Errorf("Get = %q %v", s, ok)
 	}
-	if err := l.Set(ctx, nil); err != nil {
+	if err := l.Set(ctx, "swift.io/runtime", nil); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = c.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
@@ -53,7 +53,7 @@ func TestNodeLabel(t *testing.T) {
 		}
 	}
 	l, _ = NewNodeLabel(c, "b", "swift.io/runtime", "true")
-	if _, _, err := l.Get(ctx); err == nil {
+	if _, _, err := l.Get(ctx, "swift.io/runtime"); err == nil {
 		t.Error("a node that does not exist: no error")
 	}
 }

@@ -76,6 +76,7 @@ func runInstall(args []string) error {
 	readyFile := fs.String("ready-file", "/tmp/swift-installed", "file (in this container) made once installed: the readiness probe's")
 	probe := fs.Bool("probe", false, "exit 0 if --ready-file exists (the readiness probe), else 1")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	uninstallTimeout := fs.Duration("uninstall-timeout", 150*time.Second, "how long the uninstall may take once stopped (less than the pod's termination grace period)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +94,7 @@ func runInstall(args []string) error {
 	}
 	c.Restart = strings.Fields(restart)
 	c.WaitFor = waitFor
+	c.Owner = *dsRef
 	var dsNS, dsName string
 	if *dsRef != "" {
 		var err error
@@ -122,26 +124,36 @@ func runInstall(args []string) error {
 	defer in.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	t0 := time.Now()
-	res, err := in.Install(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		return fmt.Errorf("install: %w", err)
-	case err != nil:
-		// stopped while installing: what the manifest has is undone below
-		// if the DaemonSet is going away
-		log.G(ctx).WithError(err).Warn("stopped while installing")
-	default:
-		log.G(ctx).Infof("installed in %s: %d files written, containerd config changed %v, restarted %v, labelled %v",
-			time.Since(t0).Round(time.Millisecond), res.FilesWritten, res.ContainerdChanged, res.Restarted, res.Labelled)
-		if err := os.WriteFile(*readyFile, nil, 0o644); err != nil {
-			return err
+	// a failed install is tried again, not exited: the pod stays (not
+	// ready) to undo what it did when its DaemonSet is deleted
+	for backoff := 5 * time.Second; ; backoff = min(2*backoff, 2*time.Minute) {
+		t0 := time.Now()
+		res, err := in.Install(ctx)
+		if err == nil {
+			log.G(ctx).Infof("installed in %s: %d files written, containerd config changed %v, restarted %v, labelled %v",
+				time.Since(t0).Round(time.Millisecond), res.FilesWritten, res.ContainerdChanged, res.Restarted, res.Labelled)
+			if err := os.WriteFile(*readyFile, nil, 0o644); err != nil {
+				return err
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			log.G(ctx).WithError(err).Warn("stopped while installing")
+			break
+		}
+		log.G(ctx).WithError(err).Errorf("install failed: trying again in %s", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	<-ctx.Done()
 	stop()
 	// stopped: uninstall only when the DaemonSet is going away
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	sctx, cancel := context.WithTimeout(context.Background(), *uninstallTimeout)
 	defer cancel()
 	if dsName == "" {
 		log.G(sctx).Info("stopped; no --daemonset: Swift stays installed")
@@ -162,8 +174,8 @@ func runInstall(args []string) error {
 		log.G(sctx).Infof("stopped while daemonset %s stays: Swift stays installed", *dsRef)
 		return nil
 	}
-	t0 = time.Now()
-	res, err = in.Uninstall(sctx)
+	t0 := time.Now()
+	res, err := in.Uninstall(sctx)
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}

@@ -240,7 +240,7 @@ func TestInstaller(t *testing.T) {
 	wantArgs := []string{"--node-name=$(NODE_NAME)", "--daemonset=swift-system/swift-install", "--prefix=/opt/swift",
 		"--state-dir=/var/lib/swift-install", "--containerd-config=/etc/containerd/config.toml", "--runtime-name=swift-rdma",
 		"--swift-config=/etc/swift/config.toml", "--restart-command=/usr/local/sbin/restart-ctrd now",
-		"--node-label=swift.io/runtime=true", "--wait-for=/etc/swift/config.toml"}
+		"--node-label=swift.io/runtime=true", "--uninstall-timeout=150s", "--wait-for=/etc/swift/config.toml"}
 	if !reflect.DeepEqual(c.Command, []string{"/usr/local/bin/swift-node", "install"}) || !reflect.DeepEqual(c.Args, wantArgs) {
 		t.Errorf("installer: command %v args %v; want swift-node install %v", c.Command, c.Args, wantArgs)
 	}
@@ -286,7 +286,8 @@ func TestInstaller(t *testing.T) {
 	}
 	vap := string(objs["ValidatingAdmissionPolicy/swift-swift-install-label"])
 	for _, want := range []string{`request.userInfo.username == "system:serviceaccount:swift-system:swift-install"`,
-		`k == "swift.io/runtime"`, "object.spec == oldObject.spec"} {
+		`k == "swift.io/runtime"`, "object.spec == oldObject.spec", "object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([])",
+		"object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])"} {
 		if !strings.Contains(vap, want) {
 			t.Errorf("installer's ValidatingAdmissionPolicy lacks %q:\n%s", want, vap)
 		}
@@ -308,6 +309,7 @@ func TestRefuses(t *testing.T) {
 	}{
 		{"tenantKeys.Team_A=2026-12 00", `tenantKeys: "Team_A" is not a tenant name (a DNS label)`},
 		{"installer.prefix=opt/swift", `installer.prefix: "opt/swift" is not an absolute, clean path on the node`},
+		{"installer.terminationGracePeriodSeconds=30", "installer.terminationGracePeriodSeconds: at least 60"},
 		{"installer.containerdConfig=/etc/containerd/../config.toml", `installer.containerdConfig: "/etc/containerd/../config.toml" is not an absolute, clean path`},
 	} {
 		out, err := helm(t, "template", "swift", chartDir(t), "--set-string", tc.set)
