@@ -254,7 +254,9 @@ func (in *Installer) check() error {
 	bad := func(what, p string) error {
 		return fmt.Errorf("it names %s %q, which install does not write: %w", what, p, errdefs.ErrDataLoss)
 	}
-	under := func(p, dir string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p && strings.HasPrefix(p, dir+"/") }
+	under := func(p, dir string) bool {
+		return filepath.IsAbs(p) && filepath.Clean(p) == p && strings.HasPrefix(p, dir+"/")
+	}
 	if m.Prefix != "" && (!filepath.IsAbs(m.Prefix) || filepath.Clean(m.Prefix) != m.Prefix) {
 		return bad("the prefix", m.Prefix)
 	}
