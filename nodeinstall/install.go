@@ -614,13 +614,15 @@ func (in *Installer) runOnNode(ctx context.Context, timeout time.Duration, argv 
 	if err != nil {
 		return nil, err
 	}
+	// memory files: the image has no writable directory to count on
 	var outs [2]*os.File
-	for i := range outs {
-		if outs[i], err = os.CreateTemp("", "swift-install-out"); err != nil {
-			return nil, err
+	for i, name := range []string{"stdout", "stderr"} {
+		fd, err := unix.MemfdCreate("swift-install-"+name, unix.MFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("memfd for the command's %s: %w", name, err)
 		}
+		outs[i] = os.NewFile(uintptr(fd), name)
 		defer outs[i].Close()
-		_ = os.Remove(outs[i].Name())
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

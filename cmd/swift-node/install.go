@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -132,6 +133,9 @@ func runInstall(args []string) error {
 		if err == nil {
 			log.G(ctx).Infof("installed in %s: %d files written, containerd config changed %v, restarted %v, labelled %v",
 				time.Since(t0).Round(time.Millisecond), res.FilesWritten, res.ContainerdChanged, res.Restarted, res.Labelled)
+			if err := os.MkdirAll(filepath.Dir(*readyFile), 0o755); err != nil {
+				return err
+			}
 			if err := os.WriteFile(*readyFile, nil, 0o644); err != nil {
 				return err
 			}

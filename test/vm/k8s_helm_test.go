@@ -255,8 +255,11 @@ func (b *k8sBed) forgeLabel(ctx context.Context) {
 		b.logf("kubectl %s (as node a's installer)\n%s", strings.Join(args, " "), out)
 		return string(out), err
 	}
-	out, err := asInstaller("label", "node", NodeA, "swift.io/runtime=true", "--overwrite")
-	b.fact(c, "forge_label.own", fmt.Sprintf("%v", err == nil && strings.Contains(out, "labeled")))
+	// a value of its own, so that the request is made (kubectl sends
+	// none for the value there already); the label set back after
+	out, err := asInstaller("label", "node", NodeA, "swift.io/runtime=probe", "--overwrite")
+	b.fact(c, "forge_label.own", fmt.Sprintf("%v", err == nil && strings.Contains(out, "node/a labeled")))
+	b.kubectl(ctx, "label", "node", NodeA, "swift.io/runtime=true", "--overwrite")
 	out, _ = asInstaller("label", "node", NodeB, "swift.io/runtime=forged", "--overwrite")
 	b.fact(c, "forge_label.other_node", sub(out, `(the installer of node '[a-z]+' may not change node '[a-z]+')`))
 	out, _ = asInstaller("label", "node", NodeA, "rdma.example/tier=gold")
