@@ -155,6 +155,9 @@ func runInstall(args []string) error {
 		}
 	}
 	<-ctx.Done()
+	// from here on a further SIGTERM (the kubelet stops the container
+	// again after containerd's restart) must not end the uninstall
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
 	stop()
 	// stopped: uninstall only when the DaemonSet is going away
 	sctx, cancel := context.WithTimeout(context.Background(), *uninstallTimeout)

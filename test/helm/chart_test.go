@@ -57,6 +57,7 @@ var full = []string{
 	"--set-string", "tenantKeys.team-a=2026-12 0011",
 	"--set-string", "tenantKeys.team-c=2026-11 2233",
 	"--set", "metrics.serviceMonitor.enabled=true",
+	"--set", "image.pullSecrets[0].name=regcred",
 }
 
 func TestLint(t *testing.T) {
@@ -142,6 +143,9 @@ func TestDefaults(t *testing.T) {
 	}
 	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/swift-node")
 	p := ds.Spec.Template.Spec
+	if p.ImagePullSecrets != nil {
+		t.Errorf("imagePullSecrets %v by default, want none", p.ImagePullSecrets)
+	}
 	if !p.HostNetwork || !p.HostPID || p.PriorityClassName != "system-node-critical" || p.ServiceAccountName != "swift-node" {
 		t.Errorf("agent pod: hostNetwork %v hostPID %v priority %q serviceAccount %q", p.HostNetwork, p.HostPID, p.PriorityClassName, p.ServiceAccountName)
 	}
@@ -216,6 +220,15 @@ func TestFull(t *testing.T) {
 		t.Errorf("Role rules %+v, want %+v (the two objects by name only)", role.Rules, wantRules)
 	}
 	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/swift-node")
+	for _, k := range []string{"DaemonSet/swift-node", "DaemonSet/swift-install"} {
+		d := decode[appsv1.DaemonSet](t, objs, k)
+		if want := []corev1.LocalObjectReference{{Name: "regcred"}}; !reflect.DeepEqual(d.Spec.Template.Spec.ImagePullSecrets, want) {
+			t.Errorf("%s imagePullSecrets %v, want %v", k, d.Spec.Template.Spec.ImagePullSecrets, want)
+		}
+	}
+	if j := decode[batchv1.Job](t, objs, "Job/swift-uninstall"); len(j.Spec.Template.Spec.ImagePullSecrets) != 1 {
+		t.Errorf("uninstall Job imagePullSecrets %v, want regcred", j.Spec.Template.Spec.ImagePullSecrets)
+	}
 	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, a := range []string{"--policy-configmap=swift-system/swift-policy", "--keys-secret=swift-system/swift-tenant-keys"} {
 		if !strings.Contains(args, a) {

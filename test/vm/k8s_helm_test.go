@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -196,11 +197,32 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 		b.kubectl(ctx, "-n", "team-a", "delete", "pod", "worker-helm", "--wait=true", "--timeout=2m")
 	}
 	b.kubectl(ctx, "-n", "team-a", "delete", "resourceclaimtemplate", "rdma-relay", "--ignore-not-found")
+	// the installers' logs while they uninstall (their pods go with it)
+	lctx, lcancel := context.WithCancel(ctx)
+	var ulog bytes.Buffer
+	logs := exec.CommandContext(lctx, filepath.Join(b.cp.BinDir, "kubectl"), "--kubeconfig", b.cp.Kubeconfig, "-n", helmNS, "logs", "-f",
+		"-l", "app.kubernetes.io/component=installer", "--prefix", "--tail=5", "--max-log-requests=4")
+	logs.Stdout, logs.Stderr = &ulog, &ulog
+	if err := logs.Start(); err != nil {
+		b.fail(c, "kubectl logs -f: %v", err)
+	}
+	time.Sleep(2 * time.Second)
 	t0 = time.Now()
 	if out, err := b.helm(ctx, "uninstall", "swift", "--namespace", helmNS, "--wait", "--timeout", "6m"); err != nil {
 		b.fail(c, "helm uninstall: %v: %s", err, out)
 	}
 	b.fact(c, "uninstalled_s", fmt.Sprintf("%.0f", time.Since(t0).Seconds()))
+	lcancel()
+	_ = logs.Wait()
+	b.logf("the installers' logs while uninstalling:\n%s", ulog.String())
+	var undone, took []string
+	for _, m := range regexp.MustCompile(`msg="uninstalled in ([0-9.]+m?s): ([0-9]+ files removed, containerd config changed (?:true|false), restarted (?:true|false), label removed (?:true|false))"`).
+		FindAllStringSubmatch(ulog.String(), -1) {
+		took, undone = append(took, m[1]), append(undone, m[2])
+	}
+	sort.Strings(undone)
+	b.fact(c, "uninstallers", strings.Join(undone, "; "))
+	b.fact(c, "uninstall_took", strings.Join(took, " "))
 	// each node's containerd config byte for byte as before, nothing of
 	// the installer's left, no label
 	for _, n := range nodes {
