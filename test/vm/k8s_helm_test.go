@@ -136,10 +136,10 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	ready, _ = b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset", "swift-install", "-o", "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}")
 	b.fact(c, "installers_ready", strings.TrimSpace(ready))
 	b.fact(c, "labels", b.nodeLabels(ctx))
+	logs, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", "-l", "app.kubernetes.io/component=installer", "--tail=-1", "--prefix",
+		"--max-log-requests=4")
+	b.logf("installer logs:\n%s", logs)
 	for _, n := range nodes {
-		logs, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", "-l", "app.kubernetes.io/component=installer", "--tail=-1", "--prefix",
-			"--max-log-requests=4")
-		b.logf("installer logs:\n%s", logs)
 		pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=installer",
 			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[0].metadata.name}")
 		l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", strings.TrimSpace(pod))
@@ -200,10 +200,10 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	// the installers' logs while they uninstall (their pods go with it)
 	lctx, lcancel := context.WithCancel(ctx)
 	var ulog bytes.Buffer
-	logs := exec.CommandContext(lctx, filepath.Join(b.cp.BinDir, "kubectl"), "--kubeconfig", b.cp.Kubeconfig, "-n", helmNS, "logs", "-f",
+	follow := exec.CommandContext(lctx, filepath.Join(b.cp.BinDir, "kubectl"), "--kubeconfig", b.cp.Kubeconfig, "-n", helmNS, "logs", "-f",
 		"-l", "app.kubernetes.io/component=installer", "--prefix", "--tail=5", "--max-log-requests=4")
-	logs.Stdout, logs.Stderr = &ulog, &ulog
-	if err := logs.Start(); err != nil {
+	follow.Stdout, follow.Stderr = &ulog, &ulog
+	if err := follow.Start(); err != nil {
 		b.fail(c, "kubectl logs -f: %v", err)
 	}
 	time.Sleep(2 * time.Second)
@@ -213,7 +213,7 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	}
 	b.fact(c, "uninstalled_s", fmt.Sprintf("%.0f", time.Since(t0).Seconds()))
 	lcancel()
-	_ = logs.Wait()
+	_ = follow.Wait()
 	b.logf("the installers' logs while uninstalling:\n%s", ulog.String())
 	var undone, took []string
 	for _, m := range regexp.MustCompile(`msg="uninstalled in ([0-9.]+m?s): ([0-9]+ files removed, containerd config changed (?:true|false), restarted (?:true|false), label removed (?:true|false))"`).
