@@ -143,7 +143,7 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 		pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=installer",
 			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[0].metadata.name}")
 		l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", strings.TrimSpace(pod))
-		b.fact(c, n+".installer", sub(l, `(installed in [0-9.]+m?s: [0-9]+ files written, containerd config changed (?:true|false), restarted (?:true|false), labelled (?:true|false))`))
+		b.fact(c, n+".installer", sub(l, `(installed in [0-9hms.]+: [0-9]+ files written, containerd config changed (?:true|false), restarted (?:true|false), labelled (?:true|false))`))
 		out, _ := b.onNode(n, `grep -h '^  runtime_path = \|^  SwiftConfig = ' "$W/conf.d/swift.toml"; grep -c '^imports = ' "$W/containerd.toml"; `+
 			`ls "`+helmPrefix+`/bin" | tr '\n' ' '; ls -l "`+helmPrefix+`/bin/swift-hook" | cut -d' ' -f1,3`, time.Minute)
 		b.fact(c, n+".entry", strings.Join(strings.Fields(out), " "))
@@ -216,7 +216,7 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	_ = follow.Wait()
 	b.logf("the installers' logs while uninstalling:\n%s", ulog.String())
 	var undone, took []string
-	for _, m := range regexp.MustCompile(`msg="uninstalled in ([0-9.]+m?s): ([0-9]+ files removed, containerd config changed (?:true|false), restarted (?:true|false), label removed (?:true|false))"`).
+	for _, m := range regexp.MustCompile(`msg="uninstalled in ([0-9hms.]+): ([0-9]+ files removed, containerd config changed (?:true|false), restarted (?:true|false), label removed (?:true|false))"`).
 		FindAllStringSubmatch(ulog.String(), -1) {
 		took, undone = append(took, m[1]), append(undone, m[2])
 	}

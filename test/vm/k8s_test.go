@@ -1508,7 +1508,7 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				for _, n := range []string{NodeA, NodeB} {
 					// the bed's entries out: containerd's config without any, conf.d empty
 					match(n+".before", `^[0-9a-f]{64}$`)
-					match(n+".installer", `^installed in [0-9.]+m?s: [1-9][0-9]* files written, containerd config changed true, restarted true, labelled true$`)
+					match(n+".installer", `^installed in [0-9hms.]+: [1-9][0-9]* files written, containerd config changed true, restarted true, labelled true$`)
 					want(n+".entry", `runtime_path = "`+helmPrefix+`/bin/containerd-shim-swift-v2" SwiftConfig = "/run/swiftvm/swift-helm.toml" 1 `+
 						`containerd-shim-swift-v2 swift-hook swiftctl -rwxr-xr-x root`)
 					match(n+".runtime_handlers", `(^| )swift( |$)`)
