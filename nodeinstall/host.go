@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,9 +64,8 @@ func (h *host) open(p string, flags int) (int, error) {
 // mkdirAll makes directory p and its missing parents (mode 0755) and
 // returns those it made, outermost first.
 func (h *host) mkdirAll(p string) ([]string, error) {
-	fd, err := h.open(p, unix.O_PATH|unix.O_DIRECTORY)
+	_, err := h.stat(p, unix.O_DIRECTORY)
 	if err == nil {
-		unix.Close(fd)
 		return nil, nil
 	}
 	if !errors.Is(err, unix.ENOENT) || p == "/" {
@@ -86,64 +86,70 @@ func (h *host) mkdirAll(p string) ([]string, error) {
 	return append(made, p), nil
 }
 
+// openRegular opens regular file p for reading without following a link
+// or blocking on a FIFO (nil, and no error, when it does not exist).
+func (h *host) openRegular(p string) (*os.File, os.FileInfo, error) {
+	fd, err := h.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%v): %w", p, fi.Mode().Type(), errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // read returns the content of regular file p (nil and no error when it
 // does not exist); a larger file than max is refused.
 func (h *host) read(p string, max int64) ([]byte, error) {
-	fd, err := h.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
+	b, _, err := h.readMode(p, max)
+	return b, err
+}
+
+// readMode is read, with the file's permission bits.
+func (h *host) readMode(p string, max int64) ([]byte, fs.FileMode, error) {
+	f, fi, err := h.openRegular(p)
+	if f == nil || err != nil {
+		return nil, 0, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v): %w", p, fi.Mode().Type(), errdefs.ErrFailedPrecondition)
-	}
 	if fi.Size() > max {
-		return nil, fmt.Errorf("%s is %d bytes, more than %d: %w", p, fi.Size(), max, errdefs.ErrFailedPrecondition)
+		return nil, 0, fmt.Errorf("%s is %d bytes, more than %d: %w", p, fi.Size(), max, errdefs.ErrFailedPrecondition)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, 0, fmt.Errorf("read %s: %w", p, err)
 	}
 	if b == nil {
 		b = []byte{}
 	}
-	return b, nil
+	return b, fi.Mode().Perm(), nil
 }
 
 // sum returns the sha256 of regular file p, "" when it does not exist;
 // it streams (the binaries are tens of MB, the pod's memory is bounded).
 func (h *host) sum(p string) (string, error) {
-	fd, err := h.open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
-	if errors.Is(err, unix.ENOENT) {
-		return "", nil
-	}
-	if err != nil {
+	f, _, err := h.openRegular(p)
+	if f == nil || err != nil {
 		return "", err
 	}
-	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	return fileSum(f)
+	return hashFile(f)
 }
 
-// fileSum streams the sha256 of an open regular file.
-func fileSum(f *os.File) (string, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file (%v): %w", f.Name(), fi.Mode().Type(), errdefs.ErrFailedPrecondition)
-	}
+// hashFile streams the sha256 of an open file from its start.
+func hashFile(f *os.File) (string, error) {
 	hs := sha256.New()
-	if _, err := io.Copy(hs, f); err != nil {
+	if _, err := io.Copy(hs, io.NewSectionReader(f, 0, 1<<62)); err != nil {
 		return "", fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	return hex.EncodeToString(hs.Sum(nil)), nil
@@ -231,18 +237,25 @@ func (h *host) remove(p string, dir bool) error {
 	return nil
 }
 
-// isExecutable tells whether p is an executable regular file on the node.
-func (h *host) isExecutable(p string) bool {
-	fd, err := h.open(p, unix.O_PATH)
+// stat returns the status of node path p (links followed inside the
+// root); flags add to O_PATH (O_DIRECTORY: p must be a directory).
+func (h *host) stat(p string, flags int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := h.open(p, unix.O_PATH|flags)
 	if err != nil {
-		return false
+		return st, err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return false
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0
+	return st, nil
+}
+
+// isExecutable tells whether p is an executable regular file on the node.
+func (h *host) isExecutable(p string) bool {
+	st, err := h.stat(p, 0)
+	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0
 }
 
 // lookPath finds name in the node's PATH dirs, as the node's shell would.
@@ -269,15 +282,9 @@ func (h *host) lookPath(name string) (string, error) {
 // what uninstall removes and restores as root.
 func (h *host) checkRootOnly(p string) error {
 	for d := p; ; d = filepath.Dir(d) {
-		fd, err := h.open(d, unix.O_PATH|unix.O_DIRECTORY)
+		st, err := h.stat(d, unix.O_DIRECTORY)
 		if err != nil {
 			return err
-		}
-		var st unix.Stat_t
-		err = unix.Fstat(fd, &st)
-		unix.Close(fd)
-		if err != nil {
-			return &os.PathError{Op: "stat", Path: d, Err: err}
 		}
 		if st.Uid != 0 || st.Mode&0o022 != 0 {
 			return fmt.Errorf("%s (on the way to %s) is owned by uid %d with mode %o: the installer's state must be root's alone: %w",

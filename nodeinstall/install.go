@@ -299,17 +299,23 @@ func (in *Installer) save() error {
 	return in.h.write(in.manifestPath(), append(b, '\n'), 0o600)
 }
 
+// mkdirAll makes directory p on the node and records those it made.
 func (in *Installer) mkdirAll(p string) error {
 	made, err := in.h.mkdirAll(p)
+	in.addDirs(made)
+	return err
+}
+
+// addDirs records directories install made.
+func (in *Installer) addDirs(made []string) {
 	for _, d := range made {
 		if !slices.Contains(in.m.Dirs, d) {
 			in.m.Dirs = append(in.m.Dirs, d)
 		}
 	}
-	return err
 }
 
-// sources lists the files to install: path under From, and mode.
+// sources lists the files to install, as paths under From.
 func (in *Installer) sources() ([]string, error) {
 	var out []string
 	for _, b := range Binaries {
@@ -353,11 +359,7 @@ func (in *Installer) Install(ctx context.Context) (Result, error) {
 			in.m.Owner, in.manifestPath(), in.c.Owner, errdefs.ErrAlreadyExists)
 	}
 	in.m.Prefix, in.m.Owner = in.c.Prefix, in.c.Owner
-	for _, d := range made {
-		if !slices.Contains(in.m.Dirs, d) {
-			in.m.Dirs = append(in.m.Dirs, d)
-		}
-	}
+	in.addDirs(made)
 	if err := in.save(); err != nil {
 		return res, err
 	}
@@ -430,7 +432,10 @@ func (in *Installer) installFile(ctx context.Context, r, dst string) (int, error
 	if err != nil {
 		return 0, err
 	}
-	sum, err := fileSum(src)
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("the image's %s is not a regular file (%v): %w", r, fi.Mode().Type(), errdefs.ErrFailedPrecondition)
+	}
+	sum, err := hashFile(src)
 	if err != nil {
 		return 0, err
 	}
@@ -482,10 +487,7 @@ func (in *Installer) installFile(ctx context.Context, r, dst string) (int, error
 	if err := in.save(); err != nil {
 		return 0, err
 	}
-	if _, err := src.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	if err := in.h.writeFrom(dst, src, fi.Mode().Perm()); err != nil {
+	if err := in.h.writeFrom(dst, io.NewSectionReader(src, 0, fi.Size()), fi.Mode().Perm()); err != nil {
 		return 0, err
 	}
 	f.Prev = ""
@@ -553,26 +555,14 @@ func (in *Installer) installContainerd(ctx context.Context, res *Result) error {
 		if slices.ContainsFunc(in.m.Containerd.Files, func(s SavedFile) bool { return s.Path == ch.Path }) {
 			continue
 		}
-		b, err := in.h.read(ch.Path, 16<<20)
+		b, mode, err := in.h.readMode(ch.Path, 16<<20)
 		if err != nil {
 			return err
 		}
-		s := SavedFile{Path: ch.Path, Existed: b != nil, Before: b}
-		if b != nil {
-			if fd, err := in.h.open(ch.Path, unix.O_PATH); err == nil {
-				var st unix.Stat_t
-				if unix.Fstat(fd, &st) == nil {
-					s.Mode = fs.FileMode(st.Mode & 0o777)
-				}
-				unix.Close(fd)
-			}
-		}
-		in.m.Containerd.Files = append(in.m.Containerd.Files, s)
+		in.m.Containerd.Files = append(in.m.Containerd.Files, SavedFile{Path: ch.Path, Existed: b != nil, Before: b, Mode: mode})
 	}
 	if d := filepath.Dir(plan.DropIn); plan.DropIn != "" && in.m.Containerd.MadeDir == "" {
-		if fd, err := in.h.open(d, unix.O_PATH|unix.O_DIRECTORY); err == nil {
-			unix.Close(fd)
-		} else if errors.Is(err, unix.ENOENT) {
+		if _, err := in.h.stat(d, unix.O_DIRECTORY); errors.Is(err, unix.ENOENT) {
 			in.m.Containerd.MadeDir = d
 		}
 	}
@@ -728,11 +718,9 @@ func (in *Installer) label(ctx context.Context, res *Result) error {
 // label, containerd's config (and a restart), the files, the directories.
 func (in *Installer) Uninstall(ctx context.Context) (Result, error) {
 	var res Result
-	if fd, err := in.h.open(in.c.StateDir, unix.O_PATH|unix.O_DIRECTORY); errors.Is(err, unix.ENOENT) {
+	if _, err := in.h.stat(in.c.StateDir, unix.O_DIRECTORY); errors.Is(err, unix.ENOENT) {
 		log.G(ctx).Infof("uninstall: nothing installed on this node (no %s)", in.c.StateDir)
 		return res, nil
-	} else if err == nil {
-		unix.Close(fd)
 	}
 	unlock, err := in.open(ctx)
 	if err != nil {

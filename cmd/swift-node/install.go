@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/swift-rdma/swift-containerd/install"
+	"github.com/swift-rdma/swift-containerd/nodeconf"
 	"github.com/swift-rdma/swift-containerd/nodeinstall"
 )
 
@@ -28,6 +29,8 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// kubeClient is the agent's and the installer's client: kubeconfig's
+// identity, else the pod's service account.
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	var rc *rest.Config
 	var err error
@@ -40,14 +43,6 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	return kubernetes.NewForConfig(rc)
-}
-
-func parseRef(flagName, ref string) (string, string, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%s %q: want NAMESPACE/NAME: %w", flagName, ref, errdefs.ErrInvalidArgument)
-	}
-	return ns, name, nil
 }
 
 // runInstall is `swift-node install`: the chart's installer DaemonSet.
@@ -96,16 +91,12 @@ func runInstall(args []string) error {
 	c.Restart = strings.Fields(restart)
 	c.WaitFor = waitFor
 	c.Owner = *dsRef
-	var dsNS, dsName string
-	if *dsRef != "" {
-		var err error
-		if dsNS, dsName, err = parseRef("--daemonset", *dsRef); err != nil {
-			return err
-		}
+	ds, err := nodeconf.ParseRef(*dsRef)
+	if err != nil {
+		return fmt.Errorf("--daemonset %w", err)
 	}
 	var client kubernetes.Interface
-	if *label != "" || *dsRef != "" {
-		var err error
+	if *label != "" || ds.Set() {
 		if client, err = kubeClient(*kubeconfig); err != nil {
 			return err
 		}
@@ -162,13 +153,13 @@ func runInstall(args []string) error {
 	// stopped: uninstall only when the DaemonSet is going away
 	sctx, cancel := context.WithTimeout(context.Background(), *uninstallTimeout)
 	defer cancel()
-	if dsName == "" {
+	if !ds.Set() {
 		log.G(sctx).Info("stopped; no --daemonset: Swift stays installed")
 		return nil
 	}
 	var departing bool
 	for i := 0; ; i++ {
-		departing, err = nodeinstall.Departing(sctx, client, dsNS, dsName)
+		departing, err = nodeinstall.Departing(sctx, client, ds.Namespace, ds.Name)
 		if err == nil || i == 4 {
 			break
 		}
@@ -205,9 +196,12 @@ func runUninstallHook(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: %w", fs.Args(), errdefs.ErrInvalidArgument)
 	}
-	ns, name, err := parseRef("--daemonset", *dsRef)
+	ds, err := nodeconf.ParseRef(*dsRef)
+	if err == nil && !ds.Set() {
+		err = fmt.Errorf("%q: want NAMESPACE/NAME: %w", *dsRef, errdefs.ErrInvalidArgument)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("--daemonset %w", err)
 	}
 	client, err := kubeClient(*kubeconfig)
 	if err != nil {
@@ -215,7 +209,7 @@ func runUninstallHook(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := nodeinstall.DeleteAndWait(ctx, client, ns, name, 2*time.Second); err != nil {
+	if err := nodeinstall.DeleteAndWait(ctx, client, ds.Namespace, ds.Name, 2*time.Second); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w: see the installer pods' logs", err)
 		}

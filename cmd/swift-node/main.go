@@ -44,9 +44,6 @@ import (
 	"github.com/containerd/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -126,16 +123,7 @@ func run(args []string) error {
 			return fmt.Errorf("--log-level %q: %w", lvl, errdefs.ErrInvalidArgument)
 		}
 	}
-	var rc *rest.Config
-	if *kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeClient(*kubeconfig)
 	if err != nil {
 		return err
 	}
