@@ -301,15 +301,18 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.Node: {Slices: []resourceslice.Slice{{Devices: devs}}}}}
 }
 
-// eventSettle is how long a scan waits after an event (a burst of events
-// makes one scan), and eventAgain when it scans once more.
+// eventSettle is how long a scan waits after the first event of a burst
+// (the burst makes one scan; an endless stream of events still scans every
+// eventSettle), and eventAgain how long after the last event it scans once
+// more, for a state the kernel settles later.
 const (
 	eventSettle = 100 * time.Millisecond
 	eventAgain  = time.Second
 )
 
 // Watch scans after each of d.Events and every d.Rescan until ctx ends,
-// republishing through publish when the devices change.
+// republishing through publish when the devices change. A rescan due while
+// an event's scan is pending is left to that scan.
 func (d *Driver) Watch(ctx context.Context, publish func(context.Context, resourceslice.DriverResources) error) {
 	t := time.NewTicker(d.Rescan)
 	defer t.Stop()
@@ -320,9 +323,15 @@ func (d *Driver) Watch(ctx context.Context, publish func(context.Context, resour
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if soon != nil {
+				continue
+			}
 			why = "rescan"
 		case <-d.Events:
-			soon, again = time.After(eventSettle), time.After(eventAgain)
+			if soon == nil {
+				soon = time.After(eventSettle)
+			}
+			again = time.After(eventAgain)
 			continue
 		case <-soon:
 			soon, why = nil, "netlink event"

@@ -373,3 +373,54 @@ func TestWatchEvents(t *testing.T) {
 	case <-time.After(1500 * time.Millisecond):
 	}
 }
+
+// TestWatchEventStream: events that never stop (a node whose links churn)
+// do not hold the scan back: a changed port is republished within a few
+// settle periods of the first event, long before the stream ends.
+func TestWatchEventStream(t *testing.T) {
+	tr := node(t)
+	events := make(chan struct{}, 1)
+	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: t.TempDir(),
+		Rescan: time.Hour, Events: events}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := d.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan string, 4)
+	go d.Watch(ctx, func(_ context.Context, r resourceslice.DriverResources) error {
+		var s []string
+		for _, x := range r.Pools["a"].Slices[0].Devices {
+			s = append(s, x.Name+" "+*x.Attributes["portState"].StringValue)
+		}
+		published <- strings.Join(s, ", ")
+		return nil
+	})
+	p := filepath.Join(tr.SysRoot, "sys/class/infiniband/rxe0/ports/1/state")
+	if err := os.WriteFile(p, []byte("1: DOWN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// an event every 20 ms for 3 s, each well inside the settle period
+	stream, stop := time.NewTicker(20*time.Millisecond), time.After(3*time.Second)
+	defer stream.Stop()
+	t0 := time.Now()
+	for {
+		select {
+		case got := <-published:
+			if want := "mlx5-0 DOWN, rxe0 DOWN"; got != want {
+				t.Errorf("published %q, want %q", got, want)
+			}
+			if took := time.Since(t0); took > time.Second {
+				t.Errorf("republished %v after the first event of the stream, want within 1 s", took)
+			}
+			return
+		case <-stream.C:
+			select {
+			case events <- struct{}{}:
+			default:
+			}
+		case <-stop:
+			t.Fatal("no republish while events kept coming for 3 s (rescan period 1 h)")
+		}
+	}
+}

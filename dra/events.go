@@ -37,7 +37,13 @@ func Events(ctx context.Context) (<-chan struct{}, error) {
 	subscribe := func() (chan netlink.LinkUpdate, error) {
 		links := make(chan netlink.LinkUpdate, 256)
 		return links, netlink.LinkSubscribeWithOptions(links, ctx.Done(), netlink.LinkSubscribeOptions{
-			ErrorCallback: func(err error) { log.G(ctx).WithError(err).Warn("rtnetlink link events") },
+			ErrorCallback: func(err error) {
+				// the library reports its socket's closing at ctx's end as a
+				// receive error
+				if ctx.Err() == nil {
+					log.G(ctx).WithError(err).Warn("rtnetlink link events")
+				}
+			},
 		})
 	}
 	if links, err := subscribe(); err != nil {

@@ -136,14 +136,32 @@ func (b *k8sBed) helmChart(ctx context.Context) {
 	ready, _ = b.cp.Kubectl(ctx, "-n", helmNS, "get", "daemonset", "swift-install", "-o", "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}")
 	b.fact(c, "installers_ready", strings.TrimSpace(ready))
 	b.fact(c, "labels", b.nodeLabels(ctx))
+	// containerd's restart can cost an installer its container: a
+	// containerd that comes back slowly may fail to load the pod's
+	// sandbox ("Failed to load sandbox status"), and the kubelet then
+	// makes the pod anew. The replacement's run must find the node
+	// installed; wait for it to be Ready again.
+	if out, err := b.kubectl(ctx, "-n", helmNS, "wait", "pod", "-l", "app.kubernetes.io/component=installer",
+		"--for=condition=Ready", "--timeout=3m"); err != nil {
+		b.fail(c, "installer pods Ready after the install: %v: %s", err, out)
+	}
 	logs, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", "-l", "app.kubernetes.io/component=installer", "--tail=-1", "--prefix",
 		"--max-log-requests=4")
 	b.logf("installer logs:\n%s", logs)
 	for _, n := range nodes {
 		pod, _ := b.cp.Kubectl(ctx, "-n", helmNS, "get", "pods", "-l", "app.kubernetes.io/component=installer",
-			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[0].metadata.name}")
-		l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", strings.TrimSpace(pod))
-		b.fact(c, n+".installer", sub(l, `(installed in [0-9hms.]+: [0-9]+ files written, containerd config changed (?:true|false), restarted (?:true|false), labelled (?:true|false))`))
+			"--field-selector", "spec.nodeName="+n, "-o", "jsonpath={.items[0].metadata.name} {.items[0].status.containerStatuses[0].restartCount}")
+		name, restarts, _ := strings.Cut(strings.TrimSpace(pod), " ")
+		b.fact(c, n+".installer_restarts", restarts)
+		// each run's outcome, the previous container's first
+		var runs []string
+		if restarts != "0" {
+			l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", name, "--previous")
+			b.logf("node %s's previous installer container:\n%s", n, l)
+			runs = installerRuns(l)
+		}
+		l, _ := b.cp.Kubectl(ctx, "-n", helmNS, "logs", name)
+		b.fact(c, n+".installer", strings.Join(append(runs, installerRuns(l)...), " then "))
 		out, _ := b.onNode(n, `grep -h '^  runtime_path = \|^  SwiftConfig = ' "$W/conf.d/swift.toml"; grep -c '^imports = ' "$W/containerd.toml"; `+
 			`ls "`+helmPrefix+`/bin" | tr '\n' ' '; ls -l "`+helmPrefix+`/bin/swift-hook" | cut -d' ' -f1,3`, time.Minute)
 		b.fact(c, n+".entry", strings.Join(strings.Fields(out), " "))
@@ -340,4 +358,15 @@ func (b *k8sBed) forgeSlices(ctx context.Context) {
 	if err == nil {
 		b.kubectl(ctx, "delete", "resourceslice", "forged-b", "--ignore-not-found")
 	}
+}
+
+// installerRuns is the outcome of each install run in an installer's log:
+// its counts, or that it was stopped midway.
+func installerRuns(log string) []string {
+	r := regexp.MustCompile(`(installed in [0-9hms.]+: [0-9]+ files written, containerd config changed (?:true|false), restarted (?:true|false), labelled (?:true|false))|msg="(stopped while installing)"`)
+	var out []string
+	for _, m := range r.FindAllStringSubmatch(log, -1) {
+		out = append(out, m[1]+m[2])
+	}
+	return out
 }

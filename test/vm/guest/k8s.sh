@@ -85,15 +85,15 @@ dp_stop() {
 }
 
 # dra_start: Swift's node agent, swift-node, the DRA driver rdma.swift.io:
-# rescanning only every 60 s, so that what it sees sooner comes from the
-# kernel's netlink events; its further flags are dra_start's arguments; as
+# rescanning only every hour, so that what it sees after its start comes
+# from the kernel's netlink events; its further flags are dra_start's arguments; as
 # a node binary with the kubelet's credentials (the Node authorizer
 # lets a node manage its own ResourceSlices and read its pods' claims),
 # writing the CDI spec where this node's containerd reads CDI specs.
 dra_start() {
 	mkdir -p /var/lib/swiftvm-k8s && cp "$SWIFTVM_BIN_DIR/swift-node" /var/lib/swiftvm-k8s/ || return 1
 	setsid /var/lib/swiftvm-k8s/swift-node --kubeconfig "$K8S/$NODE/kubeconfig" --node-name "$NODE" \
-		--config "$W/swift.toml" --cdi-dir "$W/cdi" --rescan 60s "$@" >>"$R/swift-node.log" 2>&1 </dev/null &
+		--config "$W/swift.toml" --cdi-dir "$W/cdi" --rescan 1h "$@" >>"$R/swift-node.log" 2>&1 </dev/null &
 	echo $! >"$W/dra.pid"
 	i=0
 	until [ -S /var/lib/kubelet/plugins/rdma.swift.io/dra.sock ]; do
