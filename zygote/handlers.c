@@ -249,13 +249,217 @@ static int h_peek(struct swift_fn *fn, int argc, char **argv)
 	return 0;
 }
 
+/* read_input reads stdin until EOF into a buffer of at most max bytes;
+ * NULL (and a message on stderr) when it is longer or unreadable. */
+static uint8_t *read_input(const char *who, size_t max, size_t *len)
+{
+	size_t cap = 0, n = 0;
+	uint8_t *b = NULL;
+
+	for (;;) {
+		ssize_t r;
+
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 4096;
+			uint8_t *nb;
+
+			if (ncap > max + 1)
+				ncap = max + 1;
+			if (!(nb = realloc(b, ncap))) {
+				fprintf(stderr, "%s: out of memory\n", who);
+				break;
+			}
+			b = nb;
+			cap = ncap;
+		}
+		r = read(0, b + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "%s: read stdin: %s\n", who, strerror(errno));
+			break;
+		}
+		if (r == 0) {
+			*len = n;
+			return b;
+		}
+		n += (size_t)r;
+		if (n > max) {
+			fprintf(stderr, "%s: input longer than %zu bytes\n", who, max);
+			break;
+		}
+	}
+	free(b);
+	return NULL;
+}
+
+/* cat [max_bytes]: copy stdin (at most max_bytes, default 1 MiB) to
+ * stdout; needs no QP. */
+static int h_cat(struct swift_fn *fn, int argc, char **argv)
+{
+	size_t len, off = 0, max = argc > 1 ? (size_t)atol(argv[1]) : 1u << 20;
+	uint8_t *in = read_input("cat", max, &len);
+
+	(void)fn;
+	if (!in)
+		return 1;
+	while (off < len) {
+		ssize_t w = write(1, in + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			fprintf(stderr, "cat: write stdout: %s\n", w < 0 ? strerror(errno) : "short write");
+			free(in);
+			return 1;
+		}
+		off += (size_t)w;
+	}
+	free(in);
+	return 0;
+}
+
+/* exchange sends len bytes of in to the peer's echo over q, in messages
+ * of at most the pool's message size, and copies what comes back into
+ * back; 0, or 1 after saying on stderr what went wrong. *msgs counts the
+ * messages (an empty input is one empty message). */
+static int exchange_echo(struct swift_fn *fn, struct swift_qp *q, const uint8_t *in, size_t len, uint8_t *back,
+			 uint32_t *msgs)
+{
+	size_t off = 0, chunk = fn->msg_size - HDR;
+	uint32_t seq = 0;
+
+	while (off < len || (len == 0 && seq == 0)) {
+		uint32_t n = (uint32_t)(len - off < chunk ? len - off : chunk), flags = 0, sum;
+		uint8_t *buf = swift_send_buf(fn, q), *data;
+		struct swift_qp *from;
+		uint64_t slot;
+		size_t got;
+		int rc;
+
+		memcpy(buf, &seq, 4);
+		memcpy(buf + 4, &n, 4);
+		memcpy(buf + 8, &flags, 4);
+		memcpy(buf + HDR, in + off, n);
+		sum = fnv1a(buf + HDR, n);
+		memcpy(buf + 12, &sum, 4);
+		if ((rc = swift_send(fn, q, HDR + n))) {
+			fprintf(stderr, "roundtrip: send %u: %s\n", seq, strerror(rc));
+			return 1;
+		}
+		if ((rc = swift_recv(fn, 10000, &from, &data, &got, &slot))) {
+			fprintf(stderr, "roundtrip: no echo for message %u: %s\n", seq, strerror(rc));
+			return 1;
+		}
+		if (from != q || got != HDR + n || !intact(data, got) || memcmp(data, &seq, 4) ||
+		    memcmp(data + HDR, in + off, n)) {
+			fprintf(stderr, "roundtrip: the echo of message %u differs from what was sent\n", seq);
+			swift_recv_done(fn, from, slot);
+			return 1;
+		}
+		memcpy(back + off, data + HDR, n);
+		swift_recv_done(fn, from, slot);
+		off += n;
+		seq++;
+	}
+	*msgs = seq;
+	return 0;
+}
+
+static void print_roundtrip(struct swift_qp *q, const uint8_t *back, size_t len, uint32_t msgs, uint64_t ns)
+{
+	fputs("{\"echo\":", stdout);
+	fwrite(back, 1, len, stdout);
+	printf(",\"peer\":\"%s\",\"qpn\":%u,\"remote_qpn\":%u,\"messages\":%u,\"rtt_us\":%.1f}\n", q->peer,
+	       q->qp->qp_num, q->remote_qpn, msgs, (double)ns / 1000.0);
+}
+
+/* roundtrip_serve: the warm baseline: one long-lived function serves a
+ * stream of inputs, one line each (at most max bytes), with a round trip
+ * each and one output line each, until stdin ends. */
+static int roundtrip_serve(struct swift_fn *fn, size_t max)
+{
+	struct swift_qp *q = fn->qp[0];
+	uint8_t *line = malloc(max + 2), *back = malloc(max + 1);
+	int rc = 0;
+
+	if (!line || !back) {
+		fprintf(stderr, "roundtrip: out of memory\n");
+		rc = 1;
+	}
+	while (!rc && fgets((char *)line, (int)(max + 2), stdin)) {
+		size_t len = strlen((char *)line);
+		uint64_t t0 = now_ns();
+		uint32_t msgs;
+
+		if (len == 0 || line[len - 1] != '\n') {
+			fprintf(stderr, "roundtrip: a line longer than %zu bytes, or without its newline\n", max);
+			rc = 1;
+			break;
+		}
+		len--;
+		if ((rc = exchange_echo(fn, q, line, len, back, &msgs)))
+			break;
+		print_roundtrip(q, back, len, msgs, now_ns() - t0);
+		fflush(stdout);
+	}
+	swift_flush(fn, q, 1000);
+	free(line);
+	free(back);
+	return rc;
+}
+
+/* roundtrip [max_bytes]: send stdin (a JSON value of at most max_bytes,
+ * default 1 MiB) to the peer's echo function over the first QP, in
+ * messages of at most the pool's message size, and verify that every echo
+ * is byte-identical. Prints one JSON object: the input as it came back
+ * ("echo"), the peer, the QP numbers, the message count and the time of
+ * the round trips. It does not parse the input: a value that is not JSON
+ * gives output that is not JSON either.
+ * roundtrip serve [max_bytes]: the same for each line of stdin, with one
+ * line of output each, in one long-lived function (the warm baseline). */
+static int h_roundtrip(struct swift_fn *fn, int argc, char **argv)
+{
+	int serve = argc > 1 && !strcmp(argv[1], "serve");
+	size_t len, max = argc > 1 + serve ? (size_t)atol(argv[1 + serve]) : 1u << 20;
+	uint8_t *in, *back;
+	uint32_t msgs;
+	uint64_t t0;
+	int rc;
+
+	if (!need_qp(fn, "roundtrip"))
+		return 2;
+	if (max < 1 || max > 64u << 20) {
+		fprintf(stderr, "roundtrip: max_bytes %zu: want 1 to %u\n", max, 64u << 20);
+		return 2;
+	}
+	if (serve)
+		return roundtrip_serve(fn, max);
+	if (!(in = read_input("roundtrip", max, &len)))
+		return 1;
+	back = malloc(len ? len : 1);
+	if (!back) {
+		fprintf(stderr, "roundtrip: out of memory\n");
+		free(in);
+		return 1;
+	}
+	t0 = now_ns();
+	rc = exchange_echo(fn, fn->qp[0], in, len, back, &msgs);
+	swift_flush(fn, fn->qp[0], 1000);
+	if (!rc)
+		print_roundtrip(fn->qp[0], back, len, msgs, now_ns() - t0);
+	free(in);
+	free(back);
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	swift_main_fn fn;
 } builtins[] = {
 	{"noop", h_noop},     {"exit", h_exit}, {"crash", h_crash},       {"sleep", h_sleep},
 	{"qpinfo", h_qpinfo}, {"echo", h_echo}, {"pingpong", h_pingpong}, {"firstsend", h_firstsend},
-	{"bw", h_bw},         {"peek", h_peek},
+	{"bw", h_bw},         {"peek", h_peek}, {"cat", h_cat},           {"roundtrip", h_roundtrip},
 };
 
 swift_main_fn swift_builtin(const char *name)
@@ -270,5 +474,5 @@ swift_main_fn swift_builtin(const char *name)
 
 const char *swift_builtin_names(void)
 {
-	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek";
+	return "noop exit crash sleep qpinfo echo pingpong firstsend bw peek cat roundtrip";
 }
