@@ -18,13 +18,18 @@ import (
 
 // Paths of the zygote inside the container.
 const (
-	ZygoteDir     = "/.swift"
-	ZygoteBinDir  = ZygoteDir + "/bin"
-	ZygoteInit    = ZygoteBinDir + "/swift-init"
-	ZygoteConf    = ZygoteDir + "/pool.conf"
-	ZygoteRunDir  = "/run/swift"
-	ZygoteSocket  = ZygoteRunDir + "/zygote.sock"
-	EnvSocket     = "SWIFT_SOCKET"
+	ZygoteDir    = "/.swift"
+	ZygoteBinDir = ZygoteDir + "/bin"
+	ZygoteInit   = ZygoteBinDir + "/swift-init"
+	ZygoteConf   = ZygoteDir + "/pool.conf"
+	ZygoteRunDir = "/run/swift"
+	ZygoteSocket = ZygoteRunDir + "/zygote.sock"
+	EnvSocket    = "SWIFT_SOCKET"
+	// EnvNetwork tells the container's processes whose network they are
+	// on: "pod" (a network namespace of its own or its pod's) or "node"
+	// (the node's, as hostNetwork pods and ctr --net-host are).
+	// swift-gateway listens on the node's addresses only when told to.
+	EnvNetwork    = "SWIFT_NETWORK"
 	DefaultListen = 18515
 	DefaultTenant = "default"
 	// KeyPipeFD is where swift-init keeps the write end of the pipe the
@@ -133,7 +138,20 @@ func (m Zygote) Modify(s *specs.Spec) error {
 	default:
 		s.Process.Args = append([]string{ZygoteInit, "--config", ZygoteConf, "--"}, args...)
 	}
-	return Env{Vars: map[string]string{EnvSocket: ZygoteSocket}}.Modify(s)
+	return Env{Vars: map[string]string{EnvSocket: ZygoteSocket, EnvNetwork: network(s)}}.Modify(s)
+}
+
+// network is EnvNetwork's value for s: "node" when it names no network
+// namespace (it stays in the runtime's, the node's), else "pod".
+func network(s *specs.Spec) string {
+	if s.Linux != nil {
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				return "pod"
+			}
+		}
+	}
+	return "node"
 }
 
 // PoolConfig is what swift-init reads from its pool description.

@@ -112,7 +112,8 @@ func TestZygoteModify(t *testing.T) {
 		}
 	}
 	wrapped := []string{"/.swift/bin/swift-init", "--config", "/.swift/pool.conf", "--", "sleep", "9"}
-	env := []string{"PATH=/bin", "SWIFT_SOCKET=/run/swift/zygote.sock"}
+	env := []string{"PATH=/bin", "SWIFT_NETWORK=node", "SWIFT_SOCKET=/run/swift/zygote.sock"}
+	podNet := &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace, Path: "/var/run/netns/cni-1"}}}
 	bad := func(what ...string) []string { return append([]string{"the shim's mounts win"}, what...) }
 	runModCases(t, []modCase{
 		{name: "plain", mod: z, in: spec([]string{"sleep", "9"}),
@@ -125,6 +126,10 @@ func TestZygoteModify(t *testing.T) {
 				ours[0], ours[1],
 				{Destination: "/run/swift", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0755", "size=1m", "uid=1000", "gid=1001"}},
 			}}},
+		{name: "a pod's network: SWIFT_NETWORK=pod", mod: z,
+			in: func() *specs.Spec { s := spec([]string{"sleep", "9"})(); s.Linux = podNet; return s },
+			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: []string{"PATH=/bin", "SWIFT_NETWORK=pod", "SWIFT_SOCKET=/run/swift/zygote.sock"}},
+				Mounts: ours, Linux: podNet}},
 		{name: "a parent mount (/run) stays before the zygote's", mod: z, in: spec([]string{"sleep", "9"}, run),
 			want: &specs.Spec{Process: &specs.Process{Args: wrapped, Env: env}, Mounts: append([]specs.Mount{run}, ours...)}},
 		{name: "the verbs cache's mount is not the zygote's to refuse", mod: z, in: spec([]string{"sleep", "9"}, verbsMount),
