@@ -47,6 +47,8 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X github.com/swift-rdma/swift-containerd/internal/version.Version=$$(git describe --tags --always --dirty 2>/dev/null)" -o $(BIN)/ ./cmd/...
+	# swift-gateway runs in containers of any image: static
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/swift-gateway ./cmd/swift-gateway
 	$(MAKE) -s -C zygote OUT=$(BIN)
 	$(MAKE) -s -C preload OUT=$(BIN)
 
@@ -54,7 +56,7 @@ install: build
 	install -d $(PREFIX)/bin
 	install -m 0755 $(BIN)/containerd-shim-swift-v2 $(BIN)/swift-hook $(BIN)/swiftctl $(BIN)/swift-node $(PREFIX)/bin/
 	install -d $(PREFIX)/lib/swift
-	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
+	install -m 0755 $(BIN)/swift-init $(BIN)/swift-run $(BIN)/swift-gateway $(BIN)/swift-warm $(BIN)/swift-warm-dyn $(BIN)/swift-profile $(BIN)/libswiftverbs.so $(PREFIX)/lib/swift/
 	install -d $(PREFIX)/lib/swift/lib $(PREFIX)/lib/swift/handlers
 	install -m 0755 $(BIN)/lib/* $(PREFIX)/lib/swift/lib/
 	install -m 0755 $(BIN)/handlers/* $(PREFIX)/lib/swift/handlers/
@@ -107,6 +109,11 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseStatus$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./metrics
 	$(FUZZ) -fuzz '^FuzzParse$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./keys
 	$(FUZZ) -fuzz '^FuzzCorruptLedger$$' -fuzztime $$((2000 * $(FUZZSCALE)))x ./ledger
+	$(FUZZ) -fuzz '^FuzzParseReply$$' -fuzztime $$((200000 * $(FUZZSCALE)))x ./swiftrun
+	$(FUZZ) -fuzz '^FuzzParseExit$$' -fuzztime $$((50000 * $(FUZZSCALE)))x ./swiftrun
+	$(FUZZ) -fuzz '^FuzzParseStatus$$' -fuzztime $$((50000 * $(FUZZSCALE)))x ./swiftrun
+	$(FUZZ) -fuzz '^FuzzActivation$$' -fuzztime $$((100000 * $(FUZZSCALE)))x ./gateway
+	$(FUZZ) -fuzz '^FuzzInit$$' -fuzztime $$((20000 * $(FUZZSCALE)))x ./gateway
 
 integration: deps build
 	$(GO) test -count=1 -tags e2e -v -timeout 20m ./test/integration
@@ -154,7 +161,7 @@ shimbench-smoke: deps build
 bench: deps build image
 	@mkdir -p $(OUT) && rm -f $(OUT)/bench.json
 	$(GO) run ./test/shimbench --runs $(BENCH_RUNS) --out $(OUT)/bench.json
-	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,x-bench,x-podnet,x-k8s SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
+	SWIFT_VM_SCENARIOS=fork-bench,verbs-bench,gateway,x-bench,x-podnet,x-k8s SWIFT_BENCH_OUT=$(OUT)/bench.json SWIFT_VM_CACHE=$(VM_CACHE) \
 		SWIFT_VM_BENCH_RUNS=$(VM_BENCH_RUNS) SWIFT_VM_SCENARIO_TIMEOUT=15m SWIFT_VM_TIMEOUT=50m \
 		$(GO) test -count=1 -tags e2e -v -timeout 90m -run TestVM ./test/vm
 	@cat $(OUT)/bench.json

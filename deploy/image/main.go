@@ -25,7 +25,7 @@ import (
 // The image's programs, by where they go.
 var (
 	goPrograms = []string{"swift-node", "swiftctl", "containerd-shim-swift-v2", "swift-hook"}
-	libFiles   = []string{"swift-init", "swift-run", "swift-warm", "swift-warm-dyn", "swift-profile", "libswiftverbs.so"}
+	libFiles   = []string{"swift-init", "swift-run", "swift-gateway", "swift-warm", "swift-warm-dyn", "swift-profile", "libswiftverbs.so"}
 	libDirs    = []string{"lib", "handlers"}
 )
 
