@@ -1,5 +1,5 @@
 // Command benchkeys checks that benchmark output holds every figure the
-// documentation promises: each `fork.*`, `verbs.*`, `data.*`, `shim.*` and `k8s.*`
+// documentation promises: each `fork.*`, `verbs.*`, `data.*`, `shim.*`, `k8s.*` and `invoke.*`
 // key written in backquotes in the given Markdown files must be a number
 // in one of the given JSON files (make bench's out/bench.json, or the
 // smoke outputs of make test).
@@ -75,7 +75,7 @@ func run(args []string, out io.Writer) error {
 	return nil
 }
 
-var keyRE = regexp.MustCompile("`((?:fork|verbs|data|shim|k8s)\\.[a-z0-9_.]*[a-z0-9_])`")
+var keyRE = regexp.MustCompile("`((?:fork|verbs|data|shim|k8s|invoke)\\.[a-z0-9_.]*[a-z0-9_])`")
 
 // DocumentedKeys returns the figure keys a Markdown text names in
 // backquotes, sorted, each once.

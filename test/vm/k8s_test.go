@@ -1532,8 +1532,8 @@ func checkK8s(t *testing.T, b *k8sBed) {
 				match("b.installed_shims", `^[1-9][0-9]*$`)
 				match("uninstalled_s", `^[0-9]+$`)
 				want("labels_after_uninstall", "a= b=")
-				want("uninstallers", "12 files removed, containerd config changed true, restarted true, label removed true; "+
-					"12 files removed, containerd config changed true, restarted true, label removed true")
+				want("uninstallers", "13 files removed, containerd config changed true, restarted true, label removed true; "+
+					"13 files removed, containerd config changed true, restarted true, label removed true")
 			case K8sPodStart:
 				for _, k := range []string{"runc", "swift"} {
 					want("pod_start_ms."+k+"_n", strconv.Itoa(b.runs))

@@ -35,6 +35,10 @@ const (
 	// ScenarioDemoHang is the demo with a step made to hang: it must FAIL
 	// within that step's own bound, naming the step.
 	ScenarioDemoHang = "demo-hang"
+	// ScenarioGateway invokes functions over HTTP through swift-gateway,
+	// as OpenWhisk's invoker and Knative would, and measures invocation
+	// (invoke.* in make bench).
+	ScenarioGateway = "gateway"
 	// ScenarioImpostor: a key holder's zygote under another's name is
 	// refused; the victim's link, QPs and data are untouched.
 	ScenarioImpostor = "impostor"
@@ -101,7 +105,7 @@ const (
 var AllScenarios = []string{
 	ScenarioRxe, ScenarioRDMAContainer, ScenarioNoRDMAContainer, ScenarioRDMALimit, ScenarioCleanup,
 	ScenarioZygote, ScenarioSquat, ScenarioImpostor, ScenarioSniff, ScenarioHeld, ScenarioHostile, ScenarioDoctor, ScenarioPolicy, ScenarioQPLimit, ScenarioNonRoot, ScenarioVerbs, ScenarioVerbsInvalidate,
-	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang,
+	ScenarioAlloc, ScenarioCNI, ScenarioQuickstart, ScenarioDemoHang, ScenarioGateway,
 	ScenarioXData, ScenarioXKeys, ScenarioXTamper, ScenarioXRestart, ScenarioXCRI,
 	ScenarioXPodnet, ScenarioXPodnetExclusive, ScenarioXK8s,
 }
@@ -597,6 +601,14 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		{"qpbench", "qpbench.c", []string{"-I", zdir, "-libverbs"}}, // message.h: the handlers' messages
 	}
 	var built []string
+	// gwload drives swift-gateway as a platform would, from the node and
+	// from inside a container (test/vm/gwload): static, for any rootfs
+	gw := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(runDir, "gwload"), "./test/vm/gwload")
+	gw.Dir, gw.Env = c.Repo, append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := gw.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./test/vm/gwload: %v\n%s", err, msg)
+	}
+	built = append(built, filepath.Join(runDir, "gwload"))
 	for _, p := range progs {
 		out := filepath.Join(runDir, p.out)
 		args := append([]string{"-Wall", "-Wextra", "-Werror", "-O2", "-o", out, filepath.Join(csrc, p.src)}, p.args...)
@@ -663,11 +675,13 @@ func prepare(ctx context.Context, c Config, runDir string, extra map[string]stri
 		// round trips and 20,000 messages at the default 30)
 		"SWIFTVM_BENCH_LAT": strconv.Itoa(max(100, 2000*c.BenchRuns/DefaultBenchRuns)),
 		"SWIFTVM_BENCH_BW":  strconv.Itoa(max(1000, 20000*c.BenchRuns/DefaultBenchRuns)),
+		// the gateway's vegeta runs: 10 s at each concurrency at the default
+		"SWIFTVM_GATEWAY_RATE_SECS": strconv.Itoa(max(2, 10*c.BenchRuns/DefaultBenchRuns)),
 	}
 	keys := []string{"SWIFTVM_RUNNER", "SWIFTVM_REPO", "SWIFTVM_SCENARIOS", "SWIFTVM_BIN_DIR",
 		"SWIFTVM_CONTAINERD_DIR", "SWIFTVM_SCENARIO_TIMEOUT", "SWIFTVM_BROKEN", "SWIFTVM_RDMA_LIMIT", "SWIFTVM_PROBE",
 		"SWIFTVM_CRICTL_DIR", "SWIFTVM_CNI_DIR", "SWIFTVM_K8S_DIR", "SWIFTVM_K8S_TIMEOUT", "SWIFTVM_BENCH_RUNS", "SWIFTVM_VERBS_RUNS", "SWIFTVM_BENCH_LAT",
-		"SWIFTVM_BENCH_BW"}
+		"SWIFTVM_BENCH_BW", "SWIFTVM_GATEWAY_RATE_SECS"}
 	extraKeys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		env[k] = v

@@ -511,6 +511,8 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 				t.Errorf("write %s: %v", out, err)
 			}
 		}
+	case ScenarioGateway:
+		checkGateway(t, cfg, f)
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
 		if runs != cfg.BenchRuns {
@@ -933,7 +935,7 @@ func checkQuickstart(t *testing.T, cfg Config, f map[string]string, want func(ke
 	t.Helper()
 	// Install: make install PREFIX=...
 	want("install_bin", "containerd-shim-swift-v2 swift-hook swift-node swiftctl")
-	want("install_lib", "handlers/ lib/ libswiftverbs.so swift-init swift-profile swift-run swift-warm swift-warm-dyn")
+	want("install_lib", "handlers/ lib/ libswiftverbs.so swift-gateway swift-init swift-profile swift-run swift-warm swift-warm-dyn")
 	want("swiftctl_path", quickstartPrefix+"/bin/swiftctl")
 	// Configure containerd: the dry run shows the Swift entry with the
 	// runc entry's options, and writes nothing
@@ -1062,4 +1064,117 @@ func checkPodnet(t *testing.T, f map[string]string, m string) {
 	}
 	want("a."+m+"_pn2_dev_gone", "1")
 	want("a."+m+"_other_devs", "0")
+}
+
+// GatewayRuns is how many /run calls (and plain HTTP calls) the gateway
+// scenario makes and checks one by one (SWIFTVM_GATEWAY_RUNS).
+const GatewayRuns = 1000
+
+// checkGateway asserts the gateway scenario: OpenWhisk's contract driven
+// as an invoker would, every documented error reply with the zygote
+// serving on meanwhile, plain HTTP, and the invocation bench (invoke.*).
+func checkGateway(t *testing.T, cfg Config, f map[string]string) {
+	t.Helper()
+	name := ScenarioGateway
+	want := func(key, val string) {
+		t.Helper()
+		if f[key] != val {
+			t.Errorf("%s: %s = %q, want %q", name, key, f[key], val)
+		}
+	}
+	num := func(k string) float64 {
+		t.Helper()
+		v, err := strconv.ParseFloat(f[k], 64)
+		if err != nil || v <= 0 {
+			t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
+		}
+		return v
+	}
+	runs := strconv.Itoa(GatewayRuns)
+	// ga is on the node's network: the shim says so, and the gateway will
+	// not serve on the node's addresses
+	if !strings.Contains(f["node_listen"], "this container is on the node's network (SWIFT_NETWORK=node)") || !strings.Contains(f["node_listen"], "rc=2") {
+		t.Errorf("%s: a gateway on :18489 in a host-network container: %q, want refused (exit 2)", name, f["node_listen"])
+	}
+	want("init", `200 {"ok":true}`)
+	want("init_again", `403 {"error":"Cannot initialize the action more than once."}`)
+	for _, m := range []string{"ow", "http"} {
+		// every call's value came back from gb's echo over a pool QP
+		want(m+".ok", runs)
+		want(m+".bad", "0")
+		want(m+".first_bad", "")
+		if q, err := strconv.Atoi(f[m+".qpns"]); err != nil || q < 1 || q > 24 {
+			t.Errorf("%s: %s.qpns = %q, want 1 to 24 (the pool's QPs)", name, m, f[m+".qpns"])
+		}
+		num(m + ".median_us")
+	}
+	num("ow.fork_us")
+	want("http.healthz", "200")
+	want("exit", `502 {"error":"the function exited with status 3"}`)
+	want("crash", `502 {"error":"the function was killed by signal 11 (segmentation fault)"}`)
+	want("deadline", `502 {"error":"the function did not end by the activation's deadline: it was ended"}`)
+	want("deadline.assigned", "0") // its QP is back: the function is gone
+	want("oversized", `413 {"error":"request body of 1100020 bytes exceeds the gateway's bound of 1048576 bytes"}`)
+	want("malformed", `400 {"error":"/run: malformed JSON: unexpected EOF"}`)
+	want("not_object", `400 {"error":"/run: \"value\" must be a JSON object"}`)
+	// one runs to its deadline, the other is refused at once
+	want("burst", "429:1 502:1")
+	want("slowloris.closed", "64")
+	want("slowloris.replied", "0")
+	if ms, err := strconv.Atoi(f["slowloris.closed_after_ms"]); err != nil || ms < 4500 || ms > 8000 {
+		t.Errorf("%s: slowloris.closed_after_ms = %q, want the 5 s header bound", name, f["slowloris.closed_after_ms"])
+	}
+	// after each, the next /run answers as usual: its own value, in time
+	for _, k := range []string{"exit", "crash", "deadline", "oversized", "malformed", "slowloris"} {
+		want(k+".next", "200 1")
+		if ms, err := strconv.Atoi(f[k+".next_ms"]); err != nil || ms > 1000 {
+			t.Errorf("%s: the /run after %s took %q ms, want its usual time (under 1 s; the 1,000 calls' p99 is %s us)",
+				name, k, f[k+".next_ms"], f["ow.p99_us"])
+		}
+	}
+	// the bench: each way of invoking, side by side in three rounds
+	b := cfg.BenchRuns
+	for _, m := range []string{"http", "warm", "inpod"} {
+		want("bench."+m+".ok", strconv.Itoa(3*b))
+		want("bench."+m+".bad", "0")
+	}
+	want("bench.exec.ok", strconv.Itoa(3*((b+2)/3)))
+	want("bench.exec.bad", "0")
+	http, inpod, exec, warm := num("bench.http.median_us"), num("bench.inpod.median_us"), num("bench.exec.median_us"), num("bench.warm.median_us")
+	res := map[string]any{
+		"invoke.runs":           3 * b,
+		"invoke.http_us":        http,
+		"invoke.http_p99_us":    num("bench.http.p99_us"),
+		"invoke.inpod_us":       inpod,
+		"invoke.inpod_p99_us":   num("bench.inpod.p99_us"),
+		"invoke.exec_us":        exec,
+		"invoke.exec_p99_us":    num("bench.exec.p99_us"),
+		"invoke.warm_us":        warm,
+		"invoke.warm_p99_us":    num("bench.warm.p99_us"),
+		"invoke.ratio":          http / inpod,
+		"invoke.exec_over_http": exec / http,
+		"invoke.http_over_warm": http / warm,
+	}
+	for _, c := range []string{"1", "4", "16", "64"} {
+		want("rate.c"+c+".success", "1.0000")
+		res["invoke.rate_c"+c] = num("rate.c" + c + ".rate")
+		res["invoke.rate_c"+c+"_p99_us"] = num("rate.c" + c + ".p99_us")
+	}
+	res["invoke.rate"], res["invoke.rate_p99_us"], res["invoke.rate_concurrency"] = res["invoke.rate_c16"], res["invoke.rate_c16_p99_us"], 16
+	t.Logf("%s: invoke %v", name, res)
+	// the targets hold in make bench's run (a few runs in make test are
+	// reported, not judged)
+	if b >= DefaultBenchRuns/3 {
+		if r := http / inpod; r > 1.2 {
+			t.Errorf("%s: invoke.ratio %.2f (HTTP /run %.0f us, swift-run in the container %.0f us), want at most 1.2", name, r, http, inpod)
+		}
+		if r := exec / http; r < 10 {
+			t.Errorf("%s: invoke.exec_over_http %.1f (ctr task exec %.0f us, HTTP /run %.0f us), want at least 10", name, r, exec, http)
+		}
+	}
+	if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+		if err := mergeJSON(out, res); err != nil {
+			t.Errorf("write %s: %v", out, err)
+		}
+	}
 }

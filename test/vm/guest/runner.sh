@@ -161,7 +161,7 @@ EOF
 	# hangs the guest kernel (soft lockup in runc init): give containers a
 	# local copy of the zygote binaries, as a node would have.
 	mkdir -p /var/lib/swift/bin
-	for b in swift-init swift-run swift-warm swift-warm-dyn; do
+	for b in swift-init swift-run swift-gateway swift-warm swift-warm-dyn; do
 		[ -x "$SWIFTVM_BIN_DIR/$b" ] && cp "$SWIFTVM_BIN_DIR/$b" /var/lib/swift/bin/
 	done
 	for d in lib handlers; do

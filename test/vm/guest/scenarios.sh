@@ -47,6 +47,10 @@
 #                      once the port is free and its peer connects
 #   demo-hang          the demo with a step made to hang: it fails within
 #                      that step's own bound, naming the step
+#   gateway            functions invoked over HTTP through swift-gateway:
+#                      OpenWhisk /init and 1,000 /run calls, every error
+#                      reply, a slowloris, plain HTTP, and the invoke bench
+#                      (gateway.sh)
 #   hostile            functions and clients that attack the zygote: a sibling's
 #                      /proc, memory, slice and the tenant key refused to a
 #                      function; fds closed, uverbs, signals to PID 1, shared
@@ -377,12 +381,19 @@ scenario_cleanup() {
 zrun() {
 	rf=$(rootfs "$1")
 	: >"$W/$1.out" # this run's log only
+	# ZRUN_ENTRY: a shell script the container runs instead of sleeping
+	cmd="/bin/sleep 3600"
+	if [ -n "${ZRUN_ENTRY:-}" ]; then
+		cp "$ZRUN_ENTRY" "$rf/entry.sh" || fail "cannot copy $ZRUN_ENTRY into $1's rootfs"
+		cmd="/bin/sh /entry.sh"
+	fi
+	# shellcheck disable=SC2086 # cmd is its words
 	ctr_ run -d --net-host --env "$CPATH" --runtime "$RUNTIME" --log-uri "file://$W/$1.out" \
 		--annotation swift.io/rdma=true --annotation swift.io/zygote=true \
 		--annotation swift.io/name="$2" --annotation swift.io/listen="$3" \
 		--annotation swift.io/tenant="$4" --annotation swift.io/peers="$5" \
 		--annotation swift.io/pool="${6:-4}" ${ZRUN_VERBS:+--annotation swift.io/verbs=$ZRUN_VERBS} \
-		--rootfs "$rf" "$1" /bin/sleep 3600 || fail "ctr run $1 failed"
+		--rootfs "$rf" "$1" $cmd || fail "ctr run $1 failed"
 }
 
 # Nothing in a scenario waits without a bound. step NAME names what the
@@ -1519,9 +1530,10 @@ scenario_probe() {
 . "$(dirname "$0")/quickstart.sh"
 . "$(dirname "$0")/podnet.sh"
 . "$(dirname "$0")/k8s.sh"
+. "$(dirname "$0")/gateway.sh"
 
 case "$name" in
-rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe | x-podnet | x-podnet-exclusive | x-k8s)
+rxe | rdma-container | no-rdma-container | rdma-limit | cleanup | zygote | doctor | policy | qp-limit | nonroot | alloc | cni | quickstart | fork-bench | demo | demo-hang | gateway | squat | impostor | sniff | held | verbs | verbs-invalidate | verbs-bench | hostile | broken | probe | x-data | x-keys | x-tamper | x-restart | x-cri | x-bench | x-probe | x-podnet | x-podnet-exclusive | x-k8s)
 	log "scenario $name"
 	"scenario_$(echo "$name" | tr - _)"
 	;;
