@@ -1161,6 +1161,17 @@ func checkGateway(t *testing.T, cfg Config, f map[string]string) {
 		res["invoke.rate_c"+c+"_p99_us"] = num("rate.c" + c + ".p99_us")
 	}
 	res["invoke.rate"], res["invoke.rate_p99_us"], res["invoke.rate_concurrency"] = res["invoke.rate_c16"], res["invoke.rate_c16_p99_us"], 16
+	// how fork start grows with the functions already running, and the
+	// pool with its size
+	for _, m := range []string{"0", "16", "64"} {
+		want("running."+m+".ok", strconv.Itoa(b))
+		res["invoke.fork_running_"+m+"_us"] = num("running." + m + ".fork_us")
+		res["invoke.http_running_"+m+"_us"] = num("running." + m + ".median_us")
+	}
+	for _, q := range []string{"1", "16", "64", "256"} {
+		res["invoke.pool_"+q+"_ms"] = num("pool." + q + ".ms")
+		res["invoke.pool_"+q+"_rss_kb"] = num("pool." + q + ".rss_kb")
+	}
 	t.Logf("%s: invoke %v", name, res)
 	// the targets hold in make bench's run (a few runs in make test are
 	// reported, not judged)

@@ -30,6 +30,7 @@ $G --listen 127.0.0.1:18482 --peer gb -- crash &
 $G --listen 127.0.0.1:18483 --peer gb --concurrency 1 -- sleep 5000 &
 $G --mode http --listen 127.0.0.1:18484 --peer gb --concurrency 16 --queue 128 -- roundtrip &
 $G --listen 127.0.0.1:18485 --peer gb --warm -- roundtrip serve &
+$G --listen 127.0.0.1:18486 --no-qp --concurrency 100 --queue 100 -- sleep 8000 &
 wait
 EOS
 	step "start containers gb (an echo's zygote) and ga (zygote, six gateways as its workload), pool 24"
@@ -149,6 +150,46 @@ EOS
 		for k in rate p99_us success codes; do
 			fact "rate.c$c.$k" "$(echo "$o" | sed -n "s/^$k //p")"
 		done
+	done
+
+	step "fork start against the functions already running: 0, 16, 64 (each sleeping 8 s)"
+	for m in 0 16 64; do
+		if [ $m -gt 0 ]; then
+			"$L" burst "$U:18486/run" $m '{"value":{}}' >"$W/sleepers.out" 2>&1 &
+			bpid=$!
+			sleep 2
+		fi
+		o=$("$L" ow "$U:18480" "$b" gb)
+		echo "running $m: $(echo "$o" | tr '\n' ' ')"
+		fact "running.$m.ok" "$(echo "$o" | sed -n 's/^ok //p')"
+		fact "running.$m.fork_us" "$(echo "$o" | sed -n 's/^fork_us //p')"
+		fact "running.$m.median_us" "$(echo "$o" | sed -n 's/^median_us //p')"
+		[ $m -gt 0 ] && wait $bpid
+	done
+
+	step "the zygote's pool build time and RSS against pool size: 1, 16, 64, 256"
+	for q in 1 16 64 256; do
+		bounded 120 - zrun pb pb 18548 t1 "pa=$P:18547" "$q"
+		t0=$(date +%s%N)
+		bounded 120 - zrun pa pa 18547 t1 "pb=$P:18548" "$q"
+		pid=$(ctr_ task ls | awk '$1 == "pa" {print $2}')
+		i=0
+		until grep -q "^peer pb .* connected free $q " "/proc/$pid/root/run/swift/pool.status" 2>/dev/null; do
+			i=$((i + 1))
+			[ $i -lt 2400 ] || break
+			sleep 0.05
+		done
+		ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+		if [ $i -ge 2400 ]; then
+			echo "pool $q: not connected within 120 s"
+			cat "/proc/$pid/root/run/swift/pool.status" 2>&1 | head -5
+			ms=
+		fi
+		rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$pid/status")
+		echo "pool $q: built and connected in $ms ms from ctr run; swift-init RSS $rss kB"
+		fact "pool.$q.ms" "$ms"
+		fact "pool.$q.rss_kb" "$rss"
+		bounded 60 - zstop pa pb
 	done
 
 	step "gb's echo: every message intact"
