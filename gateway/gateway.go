@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/containerd/log"
+	"golang.org/x/net/netutil"
 
 	"github.com/swift-rdma/swift-containerd/swiftrun"
 )
@@ -61,10 +63,14 @@ type Config struct {
 	// and without it /init's "main" names it.
 	Handler []string
 	// Peer, QPs and NoQP: the QPs each function gets (swiftrun.Request).
-	// In ModeHTTP a request's Swift-Peer header may name another peer.
 	Peer string
 	QPs  int
 	NoQP bool
+	// Peers are the peers a request's Swift-Peer header may name instead
+	// of Peer (ModeHTTP); without them the header is refused.
+	Peers []string
+	// MaxConns bounds the client connections open at once (Listen).
+	MaxConns int
 	// Concurrency is how many functions run at once, Queue how many
 	// requests may wait beyond that; the rest are answered 429 at once.
 	Concurrency, Queue int
@@ -98,6 +104,10 @@ type Gateway struct {
 	inited  bool
 	logMu   sync.Mutex
 	warm    warm
+
+	healthMu  sync.Mutex
+	healthAt  time.Time
+	healthErr error
 }
 
 // builtinName is the form of a built-in handler's name; any other handler
@@ -170,6 +180,20 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Warm && cfg.Concurrency != 1 {
 		return nil, fmt.Errorf("warm: one long-lived function serves one request at a time: concurrency must be 1: %w", errdefs.ErrInvalidArgument)
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 1024
+	}
+	if cfg.MaxConns < 1 {
+		return nil, fmt.Errorf("max conns %d: want at least 1: %w", cfg.MaxConns, errdefs.ErrInvalidArgument)
+	}
+	for _, p := range cfg.Peers {
+		if _, err := (swiftrun.Request{Peer: p, Args: []string{"noop"}}).MarshalBinary(); err != nil || p == "" {
+			return nil, fmt.Errorf("peers: %q is no peer name: %w", p, errdefs.ErrInvalidArgument)
+		}
+	}
+	if cfg.Warm && len(cfg.Peers) > 0 {
+		return nil, fmt.Errorf("warm: one long-lived function holds one peer's QP: no peers to choose from: %w", errdefs.ErrInvalidArgument)
+	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = os.Stdout
 	}
@@ -195,14 +219,20 @@ func checkHandler(h string) error {
 	if !filepath.IsAbs(h) || filepath.Clean(h) != h || len(h) > 1024 {
 		return fmt.Errorf("handler %.80q: a built-in's name or the absolute, clean path of a shared object: %w", h, errdefs.ErrInvalidArgument)
 	}
-	fi, err := os.Stat(h)
-	if err != nil {
-		return fmt.Errorf("handler %s: %w", h, errdefs.ErrNotFound.WithMessage(err.Error()))
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("handler %s: not a regular file: %w", h, errdefs.ErrInvalidArgument)
+	// whether it is missing, unreadable or no file at all is not told
+	if fi, err := os.Stat(h); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("handler %.200s: no such shared object: %w", h, errdefs.ErrNotFound)
 	}
 	return nil
+}
+
+// Listen is the listener for addr, at most MaxConns connections at once.
+func (g *Gateway) Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, g.cfg.MaxConns), nil
 }
 
 // Server is an http.Server for g on addr with g's bounds on clients.
@@ -225,6 +255,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "/init":
 			g.post(w, r, g.init)
 		case "/run":
+			release, ok := g.admit(w, true)
+			if !ok {
+				return
+			}
+			defer release()
 			g.post(w, r, g.runOW)
 		default:
 			jsonError(w, http.StatusNotFound, fmt.Sprintf("no such path %q: an OpenWhisk action serves POST /init and POST /run", r.URL.Path))
@@ -235,6 +270,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.health(w, r)
 		return
 	}
+	release, ok := g.admit(w, false)
+	if !ok {
+		return
+	}
+	defer release()
 	g.runHTTP(w, r)
 }
 
@@ -460,11 +500,13 @@ func Activation(body []byte, env map[string]string) ([]byte, time.Time, error) {
 		in.Deadline = json.RawMessage(strconv.FormatInt(dl.UnixMilli(), 10))
 	}
 	in.Env = env
-	stdin, err := json.Marshal(&in)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&in); err != nil {
 		return nil, time.Time{}, err
 	}
-	return stdin, dl, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), dl, nil
 }
 
 func (g *Gateway) flags() swiftrun.Flags {
@@ -485,9 +527,9 @@ func (g *Gateway) runHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	peer := g.cfg.Peer
-	if p := r.Header.Get(PeerHeader); p != "" {
-		if g.cfg.NoQP {
-			http.Error(w, PeerHeader+": this gateway's functions get no QP", http.StatusBadRequest)
+	if p := r.Header.Get(PeerHeader); p != "" && p != peer {
+		if !slices.Contains(g.cfg.Peers, p) {
+			http.Error(w, fmt.Sprintf("%s: %.40q is not among the peers this gateway lets a request choose (--peers)", PeerHeader, p), http.StatusBadRequest)
 			return
 		}
 		peer = p
@@ -507,11 +549,21 @@ func (g *Gateway) runHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(res.stdout)
 }
 
+// health asks the zygote for its status at most once a second, one asker
+// at a time; the others get the last answer.
 func (g *Gateway) health(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	if _, err := g.cfg.Zygote.Status(ctx); err != nil {
-		http.Error(w, "zygote: "+err.Error(), http.StatusServiceUnavailable)
+	g.healthMu.Lock()
+	if time.Since(g.healthAt) > time.Second {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		_, g.healthErr = g.cfg.Zygote.Status(ctx)
+		cancel()
+		g.healthAt = time.Now()
+	}
+	err := g.healthErr
+	g.healthMu.Unlock()
+	if err != nil {
+		log.G(r.Context()).WithError(err).Warn("health: the zygote")
+		http.Error(w, "the zygote does not answer", http.StatusServiceUnavailable)
 		return
 	}
 	w.Write([]byte("ok\n"))
@@ -549,6 +601,23 @@ func fail(code int, format string, a ...any) result {
 	return result{err: fmt.Errorf(format, a...), code: code}
 }
 
+// admit takes one of the tokens of the requests that may run or wait,
+// before anything of the request is read: beyond them, 429 at once.
+func (g *Gateway) admit(w http.ResponseWriter, asJSON bool) (func(), bool) {
+	select {
+	case g.queue <- struct{}{}:
+		return func() { <-g.queue }, true
+	default:
+	}
+	msg := fmt.Sprintf("too many requests: %d functions run (the gateway's concurrency) and %d wait", g.cfg.Concurrency, g.cfg.Queue)
+	if asJSON {
+		jsonError(w, http.StatusTooManyRequests, msg)
+	} else {
+		http.Error(w, msg, http.StatusTooManyRequests)
+	}
+	return nil, false
+}
+
 // invoke waits for a slot, forks the function with stdin, and collects its
 // stdout until it ends, the deadline (or the gateway's Timeout) passes, or
 // its stdout outgrows MaxResult.
@@ -562,12 +631,6 @@ func (g *Gateway) invoke(ctx context.Context, req swiftrun.Request, stdin []byte
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	select {
-	case g.queue <- struct{}{}:
-	default:
-		return fail(http.StatusTooManyRequests, "too many requests: %d functions run (the gateway's concurrency) and %d wait", g.cfg.Concurrency, g.cfg.Queue)
-	}
-	defer func() { <-g.queue }()
 	select {
 	case g.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -612,10 +675,13 @@ func (g *Gateway) run(ctx context.Context, req swiftrun.Request, stdin []byte) r
 			return fail(http.StatusServiceUnavailable, "%v", err)
 		case errors.As(err, &refused):
 			return fail(http.StatusBadGateway, "%v", err)
+		case errors.As(err, &refused) && errdefs.IsUnavailable(err):
+			return fail(http.StatusServiceUnavailable, "%v", err)
 		case ctx.Err() != nil:
-			return fail(http.StatusBadGateway, "the activation's deadline passed before the zygote forked the function: %v", err)
+			return fail(http.StatusBadGateway, "the activation's deadline passed before the zygote forked the function")
 		}
-		return fail(http.StatusServiceUnavailable, "%v", err)
+		log.G(ctx).WithError(err).Warn("fork a function")
+		return fail(http.StatusServiceUnavailable, "the zygote does not answer")
 	}
 	defer fn.Close()
 	res := result{forked: true, fork: fn.ZygoteTime}
@@ -683,11 +749,16 @@ func (g *Gateway) run(ctx context.Context, req swiftrun.Request, stdin []byte) r
 func (g *Gateway) copyLog(r io.Reader) {
 	b, _ := io.ReadAll(io.LimitReader(r, g.cfg.MaxLog))
 	n, _ := io.Copy(io.Discard, r)
+	// a function's own marker would end its activation's log early
+	b = bytes.ReplaceAll(b, []byte(ActivationMarker), []byte("(activation marker)"))
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
 	g.cfg.Stderr.Write(b)
 	if n > 0 {
-		fmt.Fprintf(g.cfg.Stderr, "\nswift-gateway: the function's stderr was cut at %d bytes (%d more dropped)\n", g.cfg.MaxLog, n)
+		fmt.Fprintf(g.cfg.Stderr, "swift-gateway: the function's stderr was cut at %d bytes (%d more dropped)\n", g.cfg.MaxLog, n)
 	}
 }
 

@@ -196,7 +196,8 @@ func TestZygoteRefusal(t *testing.T) {
 	}
 	w := httptest.NewRecorder()
 	g.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/run", strings.NewReader(`{"value":{}}`)))
-	if w.Code != 503 || !strings.Contains(w.Body.String(), "connect to the zygote at /nonexistent/zygote.sock") {
+	// the socket's path is the gateway's log's business, not the client's
+	if w.Code != 503 || strings.TrimSpace(w.Body.String()) != `{"error":"the zygote does not answer"}` {
 		t.Errorf("no zygote: %d %s", w.Code, w.Body.String())
 	}
 }
@@ -278,7 +279,7 @@ func TestSlowClients(t *testing.T) {
 }
 
 func TestHTTPMode(t *testing.T) {
-	b := newBed(t, Config{Mode: ModeHTTP, Handler: []string{"cat"}, Peer: "b", Concurrency: 4, MaxBody: 100})
+	b := newBed(t, Config{Mode: ModeHTTP, Handler: []string{"cat"}, Peer: "b", Peers: []string{"c"}, Concurrency: 4, MaxBody: 100})
 	code, body, h := b.post(t, "/any/path", "hello, function")
 	if code != 200 || body != "hello, function" || h.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("got %d %q %q", code, body, h.Get("Content-Type"))
@@ -286,8 +287,10 @@ func TestHTTPMode(t *testing.T) {
 	if code, body, _ = b.post(t, "/", "x", PeerHeader, "c"); code != 200 || body != "x" {
 		t.Errorf("with %s: %d %q", PeerHeader, code, body)
 	}
-	if code, body, _ = b.post(t, "/", "x", PeerHeader, strings.Repeat("p", 128)); code != 400 || !strings.Contains(body, "a name of at most 127 bytes") {
-		t.Errorf("a long %s: %d %q", PeerHeader, code, body)
+	for _, p := range []string{"d", strings.Repeat("p", 128), "b c"} {
+		if code, body, _ = b.post(t, "/", "x", PeerHeader, p); code != 400 || !strings.Contains(body, "is not among the peers this gateway lets a request choose (--peers)") {
+			t.Errorf("%s %q: %d %q", PeerHeader, p, code, body)
+		}
 	}
 	if code, _, _ = b.post(t, "/", strings.Repeat("y", 101)); code != 413 {
 		t.Errorf("101 bytes: %d, want 413", code)
@@ -313,7 +316,7 @@ func TestHTTPMode(t *testing.T) {
 	if code, body, _ := b2.post(t, "/", ""); code != 200 || body != `{"ok":1}` {
 		t.Errorf("noisy: %d %q", code, body)
 	}
-	if l := b2.stderr.String(); !strings.HasPrefix(l, strings.Repeat("e", 100)+"\nswift-gateway: the function's stderr was cut at 100 bytes (200 more dropped)") {
+	if l := b2.stderr.String(); !strings.HasPrefix(l, strings.Repeat("e", 100)+"\nswift-gateway: the function's stderr was cut at 100 bytes (200 more dropped)\n") {
 		t.Errorf("log %q", l)
 	}
 }
@@ -377,6 +380,8 @@ func TestActivation(t *testing.T) {
 		{`{"value":{ "x" : 1 },"deadline":"1700000000000","namespace":"n","extra":true}`,
 			`{"value":{"x":1},"namespace":"n","deadline":1700000000000,"env":{"E":"v"}}`, "", 1700000000000},
 		{`{"value":{"s":"a\nb"},"deadline":1700000000001}`, `{"value":{"s":"a\nb"},"deadline":1700000000001,"env":{"E":"v"}}`, "", 1700000000001},
+		// no HTML escaping: what the client sent is what the function reads
+		{`{"value":{"h":"<a>&"},"deadline":1700000000002}`, `{"value":{"h":"<a>&"},"deadline":1700000000002,"env":{"E":"v"}}`, "", 1700000000002},
 		{`{"value":null}`, "", `"value" must be a JSON object`, 0},
 		{`{"value":{},"deadline":-5}`, "", `"deadline" -5: want milliseconds since the epoch`, 0},
 		{`{"value":{},"deadline":1.5}`, "", `"deadline" 1.5`, 0},
@@ -466,4 +471,38 @@ func TestCheckListen(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "this container is on the node's network (SWIFT_NETWORK=node)") {
 		t.Errorf("refusal %v does not say why", err)
 	}
+}
+
+// TestLogMarkers: a function's stderr ends its line before the marker, and
+// a marker the function prints itself does not end its activation's log.
+func TestLogMarkers(t *testing.T) {
+	b := newBed(t, Config{Mode: ModeOpenWhisk, Handler: []string{"exit", "0"}})
+	if code, _, _ := b.post(t, "/run", `{"value":{}}`); code != 502 {
+		t.Fatalf("exit 0 without output: %d, want 502 (no dictionary)", code)
+	}
+	if got, want := b.stderr.String(), "exiting 0\n"+ActivationMarker+"\n"; got != want {
+		t.Errorf("log %q, want %q", got, want)
+	}
+	var g Gateway
+	g.cfg.MaxLog, g.cfg.Stderr = 1000, &syncBuf{}
+	g.copyLog(strings.NewReader("a" + ActivationMarker + "b"))
+	if got := g.cfg.Stderr.(*syncBuf).String(); got != "a(activation marker)b\n" {
+		t.Errorf("a function's own marker: %q", got)
+	}
+}
+
+// TestAdmitFirst: beyond the requests that may run and wait, 429 before
+// the body is read: a large body costs the gateway nothing.
+func TestAdmitFirst(t *testing.T) {
+	b := newBed(t, Config{Mode: ModeOpenWhisk, Handler: []string{"sleep", "500"}, Concurrency: 1, MaxBody: 100})
+	done := make(chan int)
+	go func() {
+		code, _, _ := b.post(t, "/run", `{"value":{}}`)
+		done <- code
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if code, body, _ := b.post(t, "/run", `{"value":{"p":"`+strings.Repeat("a", 5000)+`"}}`); code != 429 {
+		t.Errorf("a large body while the slot is taken: %d %s, want 429 (not 413: it was not read)", code, body)
+	}
+	<-done
 }

@@ -31,6 +31,11 @@ func (w *warm) serve(ctx context.Context, g *Gateway, req swiftrun.Request, stdi
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t0 := time.Now()
+	// output left from before (a function that answered a line with
+	// two) must not answer this request: start again
+	if w.fn != nil && w.rd.Buffered() > 0 {
+		w.stop()
+	}
 	if w.fn == nil {
 		if r := w.start(ctx, g, req); r.err != nil {
 			return r

@@ -116,7 +116,7 @@ func (e *RefusedError) Unwrap() error {
 		return errdefs.ErrInvalidArgument
 	case syscall.EACCES, syscall.EPERM:
 		return errdefs.ErrPermissionDenied
-	case syscall.EAGAIN, syscall.EBUSY, syscall.ENOSPC, syscall.EMFILE:
+	case syscall.EAGAIN, syscall.EBUSY, syscall.ENOSPC, syscall.EMFILE, syscall.EDQUOT:
 		return errdefs.ErrResourceExhausted
 	case syscall.ETIMEDOUT:
 		return context.DeadlineExceeded
@@ -164,6 +164,10 @@ func (c *Client) Start(ctx context.Context, req Request, stdin, stdout, stderr *
 	conn, rep, err := c.ask(ctx, req, []int{int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())})
 	if err != nil {
 		return nil, err
+	}
+	if rep.PID <= 0 {
+		conn.Close()
+		return nil, fmt.Errorf("the zygote forked a function without a pid: %w", errdefs.ErrDataLoss)
 	}
 	return &Function{Reply: rep, conn: conn}, nil
 }

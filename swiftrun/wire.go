@@ -72,15 +72,24 @@ func (r Request) MarshalBinary() ([]byte, error) {
 	if r.Flags&^(knownFlags&^connect) != 0 {
 		return nil, fmt.Errorf("request flags %#x: unknown or not a function's: %w", uint32(r.Flags), errdefs.ErrInvalidArgument)
 	}
-	if len(r.Peer) > NameMax || strings.IndexByte(r.Peer, 0) >= 0 {
-		return nil, fmt.Errorf("peer %.40q: a name of at most %d bytes, without NUL: %w", r.Peer, NameMax, errdefs.ErrInvalidArgument)
+	if len(r.Peer) > NameMax || strings.ContainsFunc(r.Peer, func(c rune) bool { return c <= ' ' || c > '~' }) {
+		return nil, fmt.Errorf("peer %.40q: a name of at most %d printable ASCII bytes, without spaces: %w", r.Peer, NameMax, errdefs.ErrInvalidArgument)
 	}
 	if r.QPs < 0 || r.QPs > QPsMax {
 		return nil, fmt.Errorf("qps %d: want 0 to %d: %w", r.QPs, QPsMax, errdefs.ErrInvalidArgument)
 	}
 	status := r.Flags&Status != 0
-	if status && (r.Flags != Status || len(r.Args) > 0) {
-		return nil, fmt.Errorf("a status request takes no other flag and no arguments: %w", errdefs.ErrInvalidArgument)
+	if status && (r.Flags != Status || len(r.Args) > 0 || r.Peer != "" || r.QPs != 0) {
+		return nil, fmt.Errorf("a status request takes no other flag, peer, QP count or argument: %w", errdefs.ErrInvalidArgument)
+	}
+	// the combinations the zygote refuses (zygote/ctl.c)
+	switch {
+	case r.Flags&NoQP != 0 && (r.Flags&(All|New|Own) != 0 || r.QPs != 0):
+		return nil, fmt.Errorf("no-qp takes no QP option: %w", errdefs.ErrInvalidArgument)
+	case r.Flags&New != 0 && r.Flags&Own != 0:
+		return nil, fmt.Errorf("new and own exclude each other: %w", errdefs.ErrInvalidArgument)
+	case r.Flags&All != 0 && r.QPs != 0:
+		return nil, fmt.Errorf("all and a QP count exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
 	if !status && len(r.Args) == 0 {
 		return nil, fmt.Errorf("no handler named: %w", errdefs.ErrInvalidArgument)

@@ -293,15 +293,35 @@ static uint8_t *read_input(const char *who, size_t max, size_t *len)
 	return NULL;
 }
 
+/* input_max reads a handler's max_bytes argument: 1 to 64 MiB (default
+ * 1 MiB); 0 after saying on stderr what is wrong. */
+static size_t input_max(const char *who, const char *arg)
+{
+	unsigned long v = 1ul << 20;
+	char *end = NULL;
+
+	if (arg) {
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || *arg == '-' || v < 1 || v > 64ul << 20) {
+			fprintf(stderr, "%s: max_bytes %s: want 1 to %lu\n", who, arg, 64ul << 20);
+			return 0;
+		}
+	}
+	return (size_t)v;
+}
+
 /* cat [max_bytes]: copy stdin (at most max_bytes, default 1 MiB) to
  * stdout; needs no QP. */
 static int h_cat(struct swift_fn *fn, int argc, char **argv)
 {
-	size_t len, off = 0, max = argc > 1 ? (size_t)atol(argv[1]) : 1u << 20;
-	uint8_t *in = read_input("cat", max, &len);
+	size_t len, off = 0, max = input_max("cat", argc > 1 ? argv[1] : NULL);
+	uint8_t *in;
 
 	(void)fn;
-	if (!in)
+	if (!max)
+		return 2;
+	if (!(in = read_input("cat", max, &len)))
 		return 1;
 	while (off < len) {
 		ssize_t w = write(1, in + off, len - off);
@@ -421,7 +441,7 @@ static int roundtrip_serve(struct swift_fn *fn, size_t max)
 static int h_roundtrip(struct swift_fn *fn, int argc, char **argv)
 {
 	int serve = argc > 1 && !strcmp(argv[1], "serve");
-	size_t len, max = argc > 1 + serve ? (size_t)atol(argv[1 + serve]) : 1u << 20;
+	size_t len, max = input_max("roundtrip", argc > 1 + serve ? argv[1 + serve] : NULL);
 	uint8_t *in, *back;
 	uint32_t msgs;
 	uint64_t t0;
@@ -429,10 +449,8 @@ static int h_roundtrip(struct swift_fn *fn, int argc, char **argv)
 
 	if (!need_qp(fn, "roundtrip"))
 		return 2;
-	if (max < 1 || max > 64u << 20) {
-		fprintf(stderr, "roundtrip: max_bytes %zu: want 1 to %u\n", max, 64u << 20);
+	if (!max)
 		return 2;
-	}
 	if (serve)
 		return roundtrip_serve(fn, max);
 	if (!(in = read_input("roundtrip", max, &len)))

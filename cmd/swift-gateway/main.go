@@ -15,10 +15,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +43,8 @@ func config(args []string) (gateway.Config, string, error) {
 	listen := fs.String("listen", "", "address to listen on (default :8080 for openwhisk; :$PORT, else :8080, for http)")
 	socket := fs.String("socket", swiftrun.DefaultSocket, "the zygote's control socket")
 	peer := fs.String("peer", "", "the peer whose QPs each function gets (default: the zygote's first)")
+	peers := fs.String("peers", "", "comma-separated peers a request's Swift-Peer header may name instead (http mode)")
+	maxConns := fs.Int("max-conns", 1024, "client connections open at once")
 	qps := fs.Int("qps", 0, "QPs per function (0: one)")
 	noQP := fs.Bool("no-qp", false, "functions get no QP")
 	conc := fs.Int("concurrency", 1, "functions at once")
@@ -60,9 +62,12 @@ func config(args []string) (gateway.Config, string, error) {
 	}
 	cfg := gateway.Config{
 		Mode: gateway.Mode(*mode), Zygote: &swiftrun.Client{Socket: *socket}, Handler: fs.Args(),
-		Peer: *peer, QPs: *qps, NoQP: *noQP, Concurrency: *conc, Queue: *queue,
+		Peer: *peer, QPs: *qps, NoQP: *noQP, Concurrency: *conc, Queue: *queue, MaxConns: *maxConns,
 		MaxBody: *maxBody, MaxResult: *maxResult, MaxLog: *maxLog,
 		Timeout: *timeout, HeaderTimeout: *headerTimeout, BodyTimeout: *bodyTimeout, Warm: *warm,
+	}
+	if *peers != "" {
+		cfg.Peers = strings.Split(*peers, ",")
 	}
 	addr := *listen
 	if addr == "" {
@@ -88,7 +93,7 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := g.Listen(addr)
 	if err != nil {
 		return err
 	}

@@ -1124,12 +1124,15 @@ func checkGateway(t *testing.T, cfg Config, f map[string]string) {
 	if ms, err := strconv.Atoi(f["slowloris.closed_after_ms"]); err != nil || ms < 4500 || ms > 8000 {
 		t.Errorf("%s: slowloris.closed_after_ms = %q, want the 5 s header bound", name, f["slowloris.closed_after_ms"])
 	}
-	// after each, the next /run answers as usual: its own value, in time
+	// after each, the next /run answers as usual: its own value, within
+	// twice the 1,000 calls' p99 (at least a second: the guest is emulated)
+	p99, _ := strconv.Atoi(f["ow.p99_us"])
+	usual := max(2*p99/1000, 1000)
 	for _, k := range []string{"exit", "crash", "deadline", "oversized", "malformed", "slowloris"} {
 		want(k+".next", "200 1")
-		if ms, err := strconv.Atoi(f[k+".next_ms"]); err != nil || ms > 1000 {
-			t.Errorf("%s: the /run after %s took %q ms, want its usual time (under 1 s; the 1,000 calls' p99 is %s us)",
-				name, k, f[k+".next_ms"], f["ow.p99_us"])
+		if ms, err := strconv.Atoi(f[k+".next_ms"]); err != nil || ms > usual {
+			t.Errorf("%s: the /run after %s took %q ms, want its usual time (at most %d ms; the 1,000 calls' p99 is %s us)",
+				name, k, f[k+".next_ms"], usual, f["ow.p99_us"])
 		}
 	}
 	// the bench: each way of invoking, side by side in three rounds

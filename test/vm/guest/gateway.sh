@@ -57,8 +57,8 @@ EOS
 	out=$("$L" init "$U:18480" '{"value":{"main":"roundtrip"}}')
 	fact init_again "$(echo "$out" | sed -n 's/^code //p') $(echo "$out" | sed -n 's/^body //p')"
 
-	step "OpenWhisk: $n /run calls with distinct values, each answered over a pool QP"
-	out=$(bounded 600 - "$L" ow "$U:18480" "$n" gb)
+	step "OpenWhisk: $n /run calls with distinct values from 8 clients at once, each answered over a pool QP"
+	out=$(bounded 600 - "$L" ow "$U:18480" "$n" gb 8)
 	echo "$out"
 	for k in ok bad first_bad qpns median_us p99_us fork_us; do
 		fact "ow.$k" "$(echo "$out" | sed -n "s/^$k //p")"
@@ -82,8 +82,7 @@ EOS
 	next_run exit
 	errcase crash 18482 '{"value":{}}'
 	next_run crash
-	dl=$(( $(date +%s) * 1000 + 1500 ))
-	errcase deadline 18483 '{"value":{},"deadline":"'"$dl"'"}'
+	errcase deadline 18483 @deadline:1500
 	next_run deadline
 	# the function past its deadline is gone (the zygote ended it): its QP
 	# is back in the pool
@@ -95,8 +94,7 @@ EOS
 	next_run malformed
 	errcase not_object 18480 '{"value":[1,2]}'
 	step "over the concurrency: two at once where one may run"
-	dl=$(( $(date +%s) * 1000 + 3000 ))
-	out=$("$L" burst "$U:18483/run" 2 '{"value":{},"deadline":"'"$dl"'"}')
+	out=$("$L" burst "$U:18483/run" 2 @deadline:3000)
 	fact burst "$(echo "$out" | sed -n 's/^codes //p')"
 
 	step "a slowloris: 64 clients that never finish their header; /run meanwhile"
@@ -110,8 +108,8 @@ EOS
 		fact "slowloris.$k" "$(sed -n "s/^$k //p" "$W/slowloris.out")"
 	done
 
-	step "plain HTTP (Knative): $n calls with distinct bodies"
-	out=$(bounded 600 - "$L" http "$U:18484/fn" "$n" gb)
+	step "plain HTTP (Knative): $n calls with distinct bodies from 8 clients at once"
+	out=$(bounded 600 - "$L" http "$U:18484/fn" "$n" gb 8)
 	echo "$out"
 	for k in ok bad first_bad qpns median_us p99_us; do
 		fact "http.$k" "$(echo "$out" | sed -n "s/^$k //p")"

@@ -237,6 +237,8 @@ for s in $SWIFTVM_SCENARIOS; do
 	t=$timeout_s
 	# the Kubernetes bed runs all its checks in one scenario
 	[ "$s" = x-k8s ] && t=${SWIFTVM_K8S_TIMEOUT:-$timeout_s}
+	# the gateway's 2,000 checked calls, its bench and its pool sizes
+	[ "$s" = gateway ] && t=$((timeout_s * 4))
 	timeout -k 10 "$t" /bin/sh "$G/scenarios.sh" "$s" >"$R/$s.log" 2>&1 </dev/null
 	rc=$?
 	# a step that timed out is named on the log's last line

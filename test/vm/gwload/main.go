@@ -2,9 +2,12 @@
 // and prints what it saw as "key value" lines for the scenario's facts:
 //
 //	gwload init URL JSON              POST URL/init; code and body
-//	gwload ow URL N PEER              N /run calls with distinct values, each checked
-//	gwload http URL N PEER            N plain-HTTP calls with distinct bodies, each checked
-//	gwload one URL BODY               POST URL once (BODY: a literal, @big:N or @slow:SECS)
+//	gwload ow URL N PEER [WORKERS]    N /run calls with distinct values, each checked,
+//	                                  from WORKERS clients at once (default 1)
+//	gwload http URL N PEER [WORKERS]  the same in plain HTTP, with distinct bodies
+//	gwload one URL BODY               POST URL once, after a first request that
+//	                                  opens the connection (BODY: a literal,
+//	                                  @big:N, @deadline:MS or @file:PATH)
 //	gwload burst URL K BODY           K requests at once; a count per status code
 //	gwload slowloris URL K SECS       K clients that never finish their header
 //	gwload rate URL CONC SECS BODY    vegeta at CONC workers for SECS seconds
@@ -42,11 +45,15 @@ func main() {
 	a := os.Args[2:]
 	switch os.Args[1] {
 	case "init":
-		err = one(a[0]+"/init", []byte(a[1]))
+		err = one(a[0]+"/init", a[1])
 	case "ow", "http":
-		err = calls(os.Args[1], a[0], atoi(a[1]), a[2])
+		workers := 1
+		if len(a) > 3 {
+			workers = atoi(a[3])
+		}
+		err = calls(os.Args[1], a[0], atoi(a[1]), a[2], workers)
 	case "one":
-		err = one(a[0], body(a[1]))
+		err = one(a[0], a[1])
 	case "burst":
 		err = burst(a[0], atoi(a[1]), body(a[2]))
 	case "slowloris":
@@ -77,8 +84,13 @@ func atoi(s string) int {
 	return n
 }
 
-// body: a literal, @big:N (a JSON value of N bytes), or @file:PATH.
+// body: a literal, @big:N (an activation of N bytes of padding),
+// @deadline:MS (an activation whose deadline is MS from now, when it is
+// sent), or @file:PATH.
 func body(s string) []byte {
+	if ms, ok := strings.CutPrefix(s, "@deadline:"); ok {
+		return []byte(fmt.Sprintf(`{"value":{},"deadline":"%d"}`, time.Now().Add(time.Duration(atoi(ms))*time.Millisecond).UnixMilli()))
+	}
 	if n, ok := strings.CutPrefix(s, "@big:"); ok {
 		return []byte(`{"value":{"pad":"` + strings.Repeat("a", atoi(n)) + `"}}`)
 	}
@@ -107,8 +119,13 @@ func post(u string, b []byte) (int, []byte, http.Header, time.Duration, error) {
 	return resp.StatusCode, out, resp.Header, time.Since(t0), err
 }
 
-func one(u string, b []byte) error {
-	code, out, _, d, err := post(u, b)
+func one(u, spec string) error {
+	// the connection first, so that the time is the request's alone
+	if resp, err := client.Get(u); err == nil { //nolint:gosec // the scenario's own gateway is the target
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	code, out, _, d, err := post(u, body(spec))
 	if err != nil {
 		return err
 	}
@@ -135,68 +152,48 @@ type roundtrip struct {
 	Messages int             `json:"messages"`
 }
 
-// calls makes n calls with distinct values and checks that each result
-// carries its own value back from the peer, over a pool QP.
-func calls(mode, base string, n int, peer string) error {
-	var lat []time.Duration
-	var forks []time.Duration
+// calls makes n calls with distinct values, from workers clients at
+// once, and checks that each result carries its own value back from the
+// peer, over a pool QP.
+func calls(mode, base string, n int, peer string, workers int) error {
+	var mu sync.Mutex
+	var lat, forks []time.Duration
 	ok, bad := 0, 0
 	first := ""
 	qpns := map[uint32]bool{}
-	nonce := make([]byte, 8)
-	for i := range n {
-		rand.Read(nonce)
-		value := fmt.Sprintf(`{"i":%d,"nonce":"%s"}`, i, hex.EncodeToString(nonce))
-		u, b := base, []byte(value)
-		if mode == "ow" {
-			u = base + "/run"
-			b = []byte(fmt.Sprintf(`{"value":%s,"activation_id":"act-%d","action_name":"/guest/rt","namespace":"guest","deadline":"%d"}`,
-				value, i, time.Now().Add(30*time.Second).UnixMilli()))
+	next := make(chan int)
+	go func() {
+		for i := range n {
+			next <- i
 		}
-		code, out, h, d, err := post(u, b)
-		why := ""
-		var rt roundtrip
-		switch {
-		case err != nil:
-			why = err.Error()
-		case code != 200:
-			why = fmt.Sprintf("status %d: %s", code, bytes.TrimSpace(out))
-		case json.Unmarshal(out, &rt) != nil:
-			why = "not JSON: " + string(out)
-		case rt.Peer != peer || rt.QPN == 0 || rt.Messages < 1:
-			why = "not over a QP to " + peer + ": " + string(out)
-		default:
-			// what came back over the QP: the value sent, and in OpenWhisk
-			// mode the activation around it
-			got := rt.Echo
-			if mode == "ow" {
-				var act struct {
-					Value        json.RawMessage `json:"value"`
-					ActivationID string          `json:"activation_id"`
+		close(next)
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				d, fork, qpn, why := call(mode, base, i, peer)
+				mu.Lock()
+				if why != "" {
+					bad++
+					if first == "" {
+						first = fmt.Sprintf("call %d: %s", i, why)
+					}
+				} else {
+					ok++
+					qpns[qpn] = true
+					lat = append(lat, d)
+					if fork > 0 {
+						forks = append(forks, fork)
+					}
 				}
-				if json.Unmarshal(rt.Echo, &act) != nil || act.ActivationID != fmt.Sprintf("act-%d", i) {
-					why = "activation not echoed: " + string(rt.Echo)
-				}
-				got = act.Value
+				mu.Unlock()
 			}
-			if why == "" && !bytes.Equal(got, []byte(value)) {
-				why = fmt.Sprintf("value %s came back as %s", value, got)
-			}
-		}
-		if why != "" {
-			bad++
-			if first == "" {
-				first = fmt.Sprintf("call %d: %s", i, why)
-			}
-			continue
-		}
-		ok++
-		qpns[rt.QPN] = true
-		lat = append(lat, d)
-		if us, err := strconv.Atoi(h.Get("Swift-Fork-Us")); err == nil {
-			forks = append(forks, time.Duration(us)*time.Microsecond)
-		}
+		}()
 	}
+	wg.Wait()
 	fmt.Println("ok", ok)
 	fmt.Println("bad", bad)
 	fmt.Println("first_bad", first)
@@ -205,6 +202,53 @@ func calls(mode, base string, n int, peer string) error {
 	fmt.Println("p99_us", median(lat, 0.99))
 	fmt.Println("fork_us", median(forks, 0.5))
 	return nil
+}
+
+// call makes call i: its time, the zygote's fork time, the QP it used, or
+// why it is not right.
+func call(mode, base string, i int, peer string) (time.Duration, time.Duration, uint32, string) {
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
+	value := fmt.Sprintf(`{"i":%d,"nonce":"%s"}`, i, hex.EncodeToString(nonce))
+	u, b := base, []byte(value)
+	if mode == "ow" {
+		u = base + "/run"
+		b = []byte(fmt.Sprintf(`{"value":%s,"activation_id":"act-%d","action_name":"/guest/rt","namespace":"guest","deadline":"%d"}`,
+			value, i, time.Now().Add(60*time.Second).UnixMilli()))
+	}
+	code, out, h, d, err := post(u, b)
+	var rt roundtrip
+	switch {
+	case err != nil:
+		return 0, 0, 0, err.Error()
+	case code != 200:
+		return 0, 0, 0, fmt.Sprintf("status %d: %s", code, bytes.TrimSpace(out))
+	case json.Unmarshal(out, &rt) != nil:
+		return 0, 0, 0, "not JSON: " + string(out)
+	case rt.Peer != peer || rt.QPN == 0 || rt.Messages < 1:
+		return 0, 0, 0, "not over a QP to " + peer + ": " + string(out)
+	}
+	// what came back over the QP: the value sent, and in OpenWhisk mode
+	// the activation around it
+	got := rt.Echo
+	if mode == "ow" {
+		var act struct {
+			Value        json.RawMessage `json:"value"`
+			ActivationID string          `json:"activation_id"`
+		}
+		if json.Unmarshal(rt.Echo, &act) != nil || act.ActivationID != fmt.Sprintf("act-%d", i) {
+			return 0, 0, 0, "activation not echoed: " + string(rt.Echo)
+		}
+		got = act.Value
+	}
+	if !bytes.Equal(got, []byte(value)) {
+		return 0, 0, 0, fmt.Sprintf("value %s came back as %s", value, got)
+	}
+	var fork time.Duration
+	if us, err := strconv.Atoi(h.Get("Swift-Fork-Us")); err == nil {
+		fork = time.Duration(us) * time.Microsecond
+	}
+	return d, fork, rt.QPN, ""
 }
 
 // burst sends k requests at once and counts the answers by status.
