@@ -10,7 +10,10 @@
  *  - under /proc it opens files only of itself (its own /proc/<pid>) and
  *    the entries that are no process: not the entrypoint's or the
  *    zygote's mem, environ or fd (reading /proc/<pid>/mem of the
- *    entrypoint, which exec made dumpable, would read the workload).
+ *    entrypoint, which exec made dumpable, would read the workload);
+ *  - it signals only itself and what it forks (Landlock ABI 6, Linux
+ *    6.12): not the zygote, the entrypoint or a workload beside it, such
+ *    as swift-gateway, which it could otherwise stop or kill.
  *
  * Everything else keeps every right: Landlock grants by hierarchy, so the
  * rules are the entries of / (and of each directory on the way to a
@@ -40,6 +43,15 @@
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
+
+/* struct landlock_ruleset_attr as of ABI 6 (Linux 6.12), which the
+ * headers this builds with may predate, and its signal scope */
+struct ruleset_attr_v6 {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+#define SCOPE_SIGNAL (1ULL << 1) /* LANDLOCK_SCOPE_SIGNAL */
 
 /* what a rule on a file (not a directory) may grant */
 #define FILE_RIGHTS \
@@ -203,9 +215,15 @@ int swift_landlock_confine(const struct swift_confine *in, char *err, size_t err
 	w.err = err;
 	w.errlen = errlen;
 	snprintf(w.self, sizeof(w.self), "%ld", (long)c.self);
-	memset(&ra, 0, sizeof(ra));
-	ra.handled_access_fs = w.rights;
-	w.ruleset = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	if (abi >= 6) {
+		struct ruleset_attr_v6 ra6 = {.handled_access_fs = w.rights, .scoped = SCOPE_SIGNAL};
+
+		w.ruleset = (int)syscall(SYS_landlock_create_ruleset, &ra6, sizeof(ra6), 0);
+	} else {
+		memset(&ra, 0, sizeof(ra));
+		ra.handled_access_fs = w.rights;
+		w.ruleset = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	}
 	if (w.ruleset < 0) {
 		snprintf(err, errlen, "landlock_create_ruleset: %s", strerror(errno));
 		return -1;

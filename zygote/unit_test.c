@@ -2356,7 +2356,9 @@ static void test_landlock(void)
 	char base[] = "/tmp/swift-landlock-XXXXXX", p[512];
 	static const struct {
 		const char *what, *path;
-		int op; /* 0 open read, 1 open write, 2 create, 3 unlink, 4 mkfifo, 5 rename into B/run/swift */
+		int op; /* 0 open read, 1 open write, 2 create, 3 unlink, 4 mkfifo, 5 rename into B/run/swift,
+			 * 6 a signal to its parent (the zygote, or the gateway beside it), 7 a signal to
+			 * its own child */
 		int ok;
 	} cases[] = {
 		{"its own files", "a/f", 1, 1},
@@ -2372,6 +2374,8 @@ static void test_landlock(void)
 		{"the socket directory through a link to /run", "varrun/swift/zygote.sock", 3, 0},
 		{"the entrypoint's /proc/<pid>/mem", "proc/2/mem", 1, 0},
 		{"the zygote's /proc/1/mem, read", "proc/1/mem", 0, 0},
+		{"a signal to a process outside (its parent)", "", 6, 0},
+		{"a signal to its own child", "", 7, 1},
 	};
 	struct swift_confine c;
 	char why[512];
@@ -2384,6 +2388,9 @@ static void test_landlock(void)
 			 "same-uid functions cannot be tested");
 		return;
 	}
+	if (swift_landlock_abi() < 6)
+		check(0, "landlock: the kernel's Landlock is older than ABI 6 (Linux 6.12): a same-uid function "
+			 "may signal the zygote and its workload, and the test of its signal scope cannot run");
 	if (!mkdtemp(base)) {
 		check(0, "landlock: mkdtemp");
 		return;
@@ -2432,13 +2439,28 @@ static void test_landlock(void)
 			case 4:
 				r = mkfifo(full, 0644);
 				break;
-			default:
+			case 5:
 				snprintf(to, sizeof(to), "%s/run/swift/planted", base);
 				r = rename(full, to);
 				break;
+			case 6:
+				r = kill(getppid(), 0);
+				break;
+			default: {
+				pid_t kid = fork();
+
+				if (kid == 0) {
+					pause();
+					_exit(0);
+				}
+				r = kid > 0 ? kill(kid, SIGKILL) : -1;
+				if (kid > 0)
+					waitpid(kid, NULL, 0);
+				break;
+			}
 			}
 			/* _exit: no sanitizer report reads what it may not */
-			_exit(r == 0 ? 0 : errno == EACCES || errno == EXDEV ? 1 : 2);
+			_exit(r == 0 ? 0 : errno == EACCES || errno == EXDEV || errno == EPERM ? 1 : 2);
 		}
 		st = -1;
 		waitpid(pid, &st, 0);
