@@ -166,7 +166,7 @@ type Config struct {
 //	                           the test batch (AllScenarios), also the default
 //	SWIFT_VM_BROKEN            1 adds a scenario that exits non-zero; hang adds
 //	                           one that hangs until the scenario timeout
-//	SWIFT_VM_TIMEOUT           whole-VM timeout (default 30m)
+//	SWIFT_VM_TIMEOUT           whole-VM timeout (default 40m)
 //	SWIFT_VM_SCENARIO_TIMEOUT  per-scenario timeout in the guest (default 5m)
 //	SWIFT_VM_K8S_TIMEOUT       x-k8s's, every k8s- check in one (default 30m)
 //	SWIFT_VM_CACHE             kernel/initramfs cache (default /var/cache/swift-build/vm)
@@ -204,7 +204,7 @@ func ConfigFromEnv(repo string) (Config, error) {
 		K8sTimeout:      30 * time.Minute,
 		Scenarios:       AllScenarios,
 		Broken:          os.Getenv("SWIFT_VM_BROKEN"),
-		Timeout:         30 * time.Minute,
+		Timeout:         40 * time.Minute,
 		ScenarioTimeout: 5 * time.Minute,
 		MemoryMiB:       2048,
 		CPUs:            2,
