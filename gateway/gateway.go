@@ -255,6 +255,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "/init":
 			g.post(w, r, g.init)
 		case "/run":
+			// every activation's log ends with the markers, refused or not
+			defer g.marker()
 			release, ok := g.admit(w, true)
 			if !ok {
 				return
@@ -463,7 +465,6 @@ func (g *Gateway) runOW(w http.ResponseWriter, r *http.Request, body []byte) {
 		jsonError(w, http.StatusBadRequest, "/run: "+err.Error())
 		return
 	}
-	defer g.marker()
 	res := g.invoke(r.Context(), swiftrun.Request{Peer: g.cfg.Peer, QPs: g.cfg.QPs, Flags: g.flags(), Args: handler}, stdin, dl)
 	setTimes(w, res)
 	if res.err != nil {
@@ -671,12 +672,10 @@ func (g *Gateway) run(ctx context.Context, req swiftrun.Request, stdin []byte) r
 	if err != nil {
 		var refused *swiftrun.RefusedError
 		switch {
-		case errors.As(err, &refused) && errdefs.IsResourceExhausted(err):
+		case errors.As(err, &refused) && (errdefs.IsResourceExhausted(err) || errdefs.IsUnavailable(err)):
 			return fail(http.StatusServiceUnavailable, "%v", err)
 		case errors.As(err, &refused):
 			return fail(http.StatusBadGateway, "%v", err)
-		case errors.As(err, &refused) && errdefs.IsUnavailable(err):
-			return fail(http.StatusServiceUnavailable, "%v", err)
 		case ctx.Err() != nil:
 			return fail(http.StatusBadGateway, "the activation's deadline passed before the zygote forked the function")
 		}

@@ -104,10 +104,11 @@ func TestOpenWhisk(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].peer != "b" || reqs[0].flags != 0 || strings.Join(reqs[0].args, " ") != "cat" {
 		t.Errorf("the zygote got %+v, want one request for cat with peer b", reqs)
 	}
-	// each activation's log ends with the markers, on stdout and stderr
+	// each activation's log ends with the markers, on stdout and stderr:
+	// the one refused before /init and the one that ran
 	for _, l := range []*syncBuf{b.stdout, b.stderr} {
-		if got := strings.Count(l.String(), ActivationMarker+"\n"); got != 1 {
-			t.Errorf("%d markers in %q, want 1", got, l.String())
+		if got := strings.Count(l.String(), ActivationMarker+"\n"); got != 2 {
+			t.Errorf("%d markers in %q, want 2", got, l.String())
 		}
 	}
 }
@@ -505,4 +506,8 @@ func TestAdmitFirst(t *testing.T) {
 		t.Errorf("a large body while the slot is taken: %d %s, want 429 (not 413: it was not read)", code, body)
 	}
 	<-done
+	// the refused activation's log ends with its markers too
+	if got := strings.Count(b.stdout.String(), ActivationMarker+"\n"); got != 2 {
+		t.Errorf("%d markers for two /run requests, want 2", got)
+	}
 }
