@@ -392,3 +392,26 @@ func TestVerbsBenchKeys(t *testing.T) {
 		t.Errorf("VerbsNoASLRKeys(no stock runs) = %v, want an error naming the mode", err)
 	}
 }
+
+// TestInvokeChart draws the invoke chart from literal figures, and refuses
+// figures that are missing.
+func TestInvokeChart(t *testing.T) {
+	kv := map[string]any{
+		"invoke.http_us": 43603.0, "invoke.http_p99_us": 48995.0, "invoke.inpod_us": 42246.0, "invoke.inpod_p99_us": 45028.0,
+		"invoke.warm_us": 20426.0, "invoke.warm_p99_us": 38924.0, "invoke.exec_us": 759935.0, "invoke.exec_p99_us": 1249666.0,
+		"invoke.ratio": 1.0321, "invoke.exec_over_http": 17.43,
+	}
+	var b strings.Builder
+	if err := WriteInvokeChart(&b, kv); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HTTP / swift-run 1.03, exec / HTTP 17.4", "HTTP /run (swift-gateway)", "ctr task exec ... swift-run", "<svg"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	delete(kv, "invoke.warm_p99_us")
+	if err := WriteInvokeChart(&b, kv); err == nil || !strings.Contains(err.Error(), "invoke.warm_p99_us") {
+		t.Errorf("a missing figure: %v", err)
+	}
+}

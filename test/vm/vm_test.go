@@ -1197,6 +1197,18 @@ func checkGateway(t *testing.T, cfg Config, f map[string]string) {
 		}
 	}
 	if out := os.Getenv("SWIFT_BENCH_OUT"); out != "" && !t.Failed() {
+		chart := filepath.Join(filepath.Dir(out), "invoke.svg")
+		cf, err := os.Create(chart)
+		if err == nil {
+			err = WriteInvokeChart(cf, res)
+			if cerr := cf.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Errorf("write %s: %v", chart, err)
+		}
+		res["invoke.chart"] = chart
 		if err := mergeJSON(out, res); err != nil {
 			t.Errorf("write %s: %v", out, err)
 		}
