@@ -132,6 +132,9 @@ func TestSwiftrunClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// once the function is its handler, not the moments after fork when
+	// it still has the zygote's signal handlers
+	time.Sleep(500 * time.Millisecond)
 	if err := fn.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,12 +59,16 @@ func startHostZygote(t *testing.T, mask int) *hostZygote {
 		syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
 		z.cmd.Wait()
 	})
+	// the socket exists from its bind, and answers from its listen
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if fi, err := os.Stat(z.sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return z
+			if c, err := net.Dial("unixpacket", z.sock); err == nil {
+				c.Close()
+				return z
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("swift-init made no control socket at %s within 10 s", z.sock)
+			t.Fatalf("swift-init made no control socket at %s that takes connections within 10 s", z.sock)
 		}
 	}
 }
