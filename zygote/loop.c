@@ -141,6 +141,15 @@ static void accept_tcp(struct zygote *z)
 	}
 }
 
+/* signal_function sends sig to a function's process group; in its first
+ * moments, before its setsid, it has none of its own yet, and the signal
+ * goes to it alone (blocked until it unblocks, so never lost). */
+static void signal_function(pid_t pid, int sig)
+{
+	if (kill(-pid, sig) < 0 && errno == ESRCH)
+		kill(pid, sig);
+}
+
 /* client_readable: a function's caller sent a signal for it, or went away. */
 static void client_readable(struct zygote *z, int slot)
 {
@@ -151,7 +160,7 @@ static void client_readable(struct zygote *z, int slot)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n == (ssize_t)sizeof(s) && !memcmp(s.magic, SWIFT_SIG_MAGIC, 4) && s.signo > 0 && s.signo < NSIG) {
-		kill(-ch->pid, s.signo);
+		signal_function(ch->pid, s.signo);
 		return;
 	}
 	if (n > 0)
@@ -162,7 +171,7 @@ static void client_readable(struct zygote *z, int slot)
 	ch->kill_at_us = ch->caller_gone_us + SWIFT_CALLER_GRACE_US;
 	zlog(z, "function pid %d: its caller went away; SIGTERM now, SIGKILL to what is left in %llu ms", (int)ch->pid,
 	     (unsigned long long)(SWIFT_CALLER_GRACE_US / 1000));
-	kill(-ch->pid, SIGTERM);
+	signal_function(ch->pid, SIGTERM);
 }
 
 /* ---- maintenance --------------------------------------------------------- */

@@ -132,9 +132,8 @@ func TestSwiftrunClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// once the function is its handler, not the moments after fork when
-	// it still has the zygote's signal handlers
-	time.Sleep(500 * time.Millisecond)
+	// at once: in the moments after fork the function has no process
+	// group of its own yet, and the signal must reach it all the same
 	if err := fn.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
