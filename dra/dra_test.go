@@ -329,15 +329,16 @@ func TestSpecGoesWithTheLastDevice(t *testing.T) {
 	}
 }
 
-// TestWatchEvents: a kernel event makes a scan at once, long before the
-// rescan period, and a changed port is republished.
-func TestWatchEvents(t *testing.T) {
+// watching starts Watch on a fake node whose rescan is an hour away: the
+// node, the events channel it reads, and each publish as "dev state, ...".
+func watching(t *testing.T) (rdmatest.Tree, chan struct{}, chan string) {
+	t.Helper()
 	tr := node(t)
 	events := make(chan struct{}, 1)
 	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: t.TempDir(),
 		Rescan: time.Hour, Events: events}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := d.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -350,6 +351,13 @@ func TestWatchEvents(t *testing.T) {
 		published <- strings.Join(s, ", ")
 		return nil
 	})
+	return tr, events, published
+}
+
+// TestWatchEvents: a kernel event makes a scan at once, long before the
+// rescan period, and a changed port is republished.
+func TestWatchEvents(t *testing.T) {
+	tr, events, published := watching(t)
 	// the link under rxe0 goes down; the kernel's event arrives
 	p := filepath.Join(tr.SysRoot, "sys/class/infiniband/rxe0/ports/1/state")
 	if err := os.WriteFile(p, []byte("1: DOWN\n"), 0o644); err != nil {
@@ -378,24 +386,7 @@ func TestWatchEvents(t *testing.T) {
 // do not hold the scan back: a changed port is republished within a few
 // settle periods of the first event, long before the stream ends.
 func TestWatchEventStream(t *testing.T) {
-	tr := node(t)
-	events := make(chan struct{}, 1)
-	d := &Driver{Node: "a", SysRoot: tr.SysRoot, DevRoot: tr.DevRoot, CDIDir: t.TempDir(), StateDir: t.TempDir(),
-		Rescan: time.Hour, Events: events}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := d.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	published := make(chan string, 4)
-	go d.Watch(ctx, func(_ context.Context, r resourceslice.DriverResources) error {
-		var s []string
-		for _, x := range r.Pools["a"].Slices[0].Devices {
-			s = append(s, x.Name+" "+*x.Attributes["portState"].StringValue)
-		}
-		published <- strings.Join(s, ", ")
-		return nil
-	})
+	tr, events, published := watching(t)
 	p := filepath.Join(tr.SysRoot, "sys/class/infiniband/rxe0/ports/1/state")
 	if err := os.WriteFile(p, []byte("1: DOWN\n"), 0o644); err != nil {
 		t.Fatal(err)

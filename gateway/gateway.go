@@ -646,32 +646,12 @@ func (g *Gateway) invoke(ctx context.Context, req swiftrun.Request, stdin []byte
 
 func (g *Gateway) run(ctx context.Context, req swiftrun.Request, stdin []byte) result {
 	t0 := time.Now()
-	inW, inR, err := pipe(false)
-	if err != nil {
-		return fail(http.StatusInternalServerError, "stdin pipe: %v", err)
-	}
-	defer inW.Close()
-	outR, outW, err := pipe(true)
-	if err != nil {
-		inR.Close()
-		return fail(http.StatusInternalServerError, "stdout pipe: %v", err)
-	}
-	defer outR.Close()
-	errR, errW, err := pipe(true)
-	if err != nil {
-		inR.Close()
-		outW.Close()
-		return fail(http.StatusInternalServerError, "stderr pipe: %v", err)
-	}
-	defer errR.Close()
-	fn, err := g.cfg.Zygote.Start(ctx, req, inR, outW, errW)
-	// the function holds its ends now (or there is none)
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	fn, inW, outR, errR, err := g.fork(ctx, req)
 	if err != nil {
 		var refused *swiftrun.RefusedError
 		switch {
+		case errors.Is(err, errPipe):
+			return fail(http.StatusInternalServerError, "%v", err)
 		case errors.As(err, &refused) && (errdefs.IsResourceExhausted(err) || errdefs.IsUnavailable(err)):
 			return fail(http.StatusServiceUnavailable, "%v", err)
 		case errors.As(err, &refused):
@@ -682,6 +662,9 @@ func (g *Gateway) run(ctx context.Context, req swiftrun.Request, stdin []byte) r
 		log.G(ctx).WithError(err).Warn("fork a function")
 		return fail(http.StatusServiceUnavailable, "the zygote does not answer")
 	}
+	defer inW.Close()
+	defer outR.Close()
+	defer errR.Close()
 	defer fn.Close()
 	res := result{forked: true, fork: fn.ZygoteTime}
 	go func() {
@@ -759,6 +742,36 @@ func (g *Gateway) copyLog(r io.Reader) {
 	if n > 0 {
 		fmt.Fprintf(g.cfg.Stderr, "swift-gateway: the function's stderr was cut at %d bytes (%d more dropped)\n", g.cfg.MaxLog, n)
 	}
+}
+
+// errPipe marks fork's failures to make a pipe, the gateway's own.
+var errPipe = errors.New("pipe")
+
+// fork has the zygote fork a function on three new pipes. The function's
+// ends are passed and closed here; the gateway's (the function's stdin to
+// write, its stdout and stderr to read) are returned, or closed when
+// there is no function.
+func (g *Gateway) fork(ctx context.Context, req swiftrun.Request) (fn *swiftrun.Function, in, out, errs *os.File, err error) {
+	var near, far [3]*os.File
+	defer func() {
+		for i := range 3 {
+			if far[i] != nil {
+				far[i].Close()
+			}
+			if err != nil && near[i] != nil {
+				near[i].Close()
+			}
+		}
+	}()
+	for i, what := range []string{"stdin", "stdout", "stderr"} {
+		if near[i], far[i], err = pipe(i > 0); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("%s %w: %w", what, errPipe, err)
+		}
+	}
+	if fn, err = g.cfg.Zygote.Start(ctx, req, far[0], far[1], far[2]); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return fn, near[0], near[1], near[2], nil
 }
 
 // pipe makes a pipe whose far end (the function's) is blocking and whose

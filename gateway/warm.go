@@ -60,35 +60,14 @@ func (w *warm) serve(ctx context.Context, g *Gateway, req swiftrun.Request, stdi
 }
 
 func (w *warm) start(ctx context.Context, g *Gateway, req swiftrun.Request) result {
-	inW, inR, err := pipe(false)
-	if err != nil {
-		return fail(http.StatusInternalServerError, "stdin pipe: %v", err)
-	}
-	outR, outW, err := pipe(true)
-	if err != nil {
-		inW.Close()
-		inR.Close()
-		return fail(http.StatusInternalServerError, "stdout pipe: %v", err)
-	}
-	errR, errW, err := pipe(true)
-	if err != nil {
-		inW.Close()
-		inR.Close()
-		outR.Close()
-		outW.Close()
-		return fail(http.StatusInternalServerError, "stderr pipe: %v", err)
-	}
 	// the function outlives this request: only the deadline of its start
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	fn, err := g.cfg.Zygote.Start(sctx, req, inR, outW, errW)
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	fn, inW, outR, errR, err := g.fork(sctx, req)
+	if errors.Is(err, errPipe) {
+		return fail(http.StatusInternalServerError, "%v", err)
+	}
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
 		return fail(http.StatusServiceUnavailable, "warm: %v", err)
 	}
 	go func() {

@@ -512,7 +512,7 @@ func checkResult(t *testing.T, cfg Config, res Result, dir string, consoleTail f
 			}
 		}
 	case ScenarioGateway:
-		checkGateway(t, cfg, f)
+		checkGateway(t, cfg, f, want, num)
 	case ScenarioForkBench:
 		runs, _ := strconv.Atoi(f["runs"])
 		if runs != cfg.BenchRuns {
@@ -1073,23 +1073,10 @@ const GatewayRuns = 1000
 // checkGateway asserts the gateway scenario: OpenWhisk's contract driven
 // as an invoker would, every documented error reply with the zygote
 // serving on meanwhile, plain HTTP, and the invocation bench (invoke.*).
-func checkGateway(t *testing.T, cfg Config, f map[string]string) {
+// want and num are checkResult's.
+func checkGateway(t *testing.T, cfg Config, f map[string]string, want func(key, val string), num func(k string) float64) {
 	t.Helper()
 	name := ScenarioGateway
-	want := func(key, val string) {
-		t.Helper()
-		if f[key] != val {
-			t.Errorf("%s: %s = %q, want %q", name, key, f[key], val)
-		}
-	}
-	num := func(k string) float64 {
-		t.Helper()
-		v, err := strconv.ParseFloat(f[k], 64)
-		if err != nil || v <= 0 {
-			t.Errorf("%s: %s = %q, want a positive figure", name, k, f[k])
-		}
-		return v
-	}
 	runs := strconv.Itoa(GatewayRuns)
 	// ga is on the node's network: the shim says so, and the gateway will
 	// not serve on the node's addresses
