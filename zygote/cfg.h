@@ -33,6 +33,10 @@ struct swift_peer {
 	                      * older one during a rotation) */
 	int backoff_ms;
 	uint64_t next_try_us;
+	int xmax; /* QPs our next pool exchange asks for at most (0: SWIFT_X_MAX);
+	           * halved after one that ran out of time, doubled after one
+	           * that did not: a host too slow to build SWIFT_X_MAX rows
+	           * within SWIFT_X_DEADLINE_US still builds its pool */
 };
 
 struct swift_cfg {

@@ -403,7 +403,7 @@ static void deadlines(struct zygote *z, uint64_t now)
 		if (c->kind == C_FREE || !c->deadline_us || now < c->deadline_us)
 			continue;
 		if (c->kind == C_XCHG) {
-			swift_xchg_failed(z, i, "exchange not done before its deadline");
+			swift_xchg_late(z, i);
 		} else if (c->kind == C_CTL && (c->waiting || c->attach)) {
 			struct swift_rep r;
 

@@ -200,6 +200,25 @@ void swift_peer_failed(struct zygote *z, int peer, const char *err, int refused)
 	z->status_dirty = 1;
 }
 
+int swift_xmax(const struct swift_peer *p)
+{
+	return p->xmax > 0 && p->xmax < SWIFT_X_MAX ? p->xmax : SWIFT_X_MAX;
+}
+
+void swift_xchg_late(struct zygote *z, int ci)
+{
+	struct conn *c = &z->conns[ci];
+
+	if (c->x.client && c->purpose == P_POOL && c->x.peer >= 0 && c->x.count > 1) {
+		struct swift_peer *p = &z->cfg.peers[c->x.peer];
+
+		p->xmax = swift_xnext(c->x.count, 1, SWIFT_X_MAX);
+		zlog(z, "peer %s: an exchange of %d QPs took too long; the next asks for %d", p->name, c->x.count,
+		     p->xmax);
+	}
+	swift_xchg_failed(z, ci, "exchange not done before its deadline");
+}
+
 void swift_xchg_failed(struct zygote *z, int ci, const char *why)
 {
 	struct conn *c = &z->conns[ci];
@@ -379,6 +398,8 @@ static void dialed_done(struct zygote *z, int ci, int held)
 		c->nreplacing = 0;
 		if (c->purpose == P_POOL) {
 			p->initial_done = 1;
+			if (x->count >= swift_xmax(p)) /* one that asked for less says nothing */
+				p->xmax = swift_xnext(x->count, 0, SWIFT_X_MAX);
 			p->dialing = 0; /* a link stays open: the dial is over all the same */
 			zlog(z, "peer %s: %d QP(s) connected%s", p->name, x->count, held ? "; linked" : "");
 		}
@@ -582,8 +603,8 @@ void swift_try_peers(struct zygote *z, uint64_t now)
 		}
 		p->connected = 0;
 		want = p->initial_done ? z->cfg.pool - have : z->cfg.pool;
-		if (want > SWIFT_X_MAX)
-			want = SWIFT_X_MAX;
+		if (want > swift_xmax(p))
+			want = swift_xmax(p);
 		if (want < 1)
 			continue;
 		if (swift_dial_peer(z, i, P_POOL, want, p->initial_done ? 0 : SWIFT_X_INITIAL | SWIFT_X_LINK, NULL,

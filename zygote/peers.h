@@ -26,6 +26,11 @@ int swift_dial_peer(struct zygote *z, int peer, enum conn_purpose purpose, int c
 void swift_resolver_readable(struct zygote *z, int ci);
 void swift_peer_failed(struct zygote *z, int peer, const char *err, int refused);
 void swift_xchg_failed(struct zygote *z, int ci, const char *why);
+/* an exchange past its deadline fails; a pool exchange we dialed asks
+ * for half as many QPs next time */
+void swift_xchg_late(struct zygote *z, int ci);
+/* the most QPs a pool exchange to p asks for now */
+int swift_xmax(const struct swift_peer *p);
 void swift_xchg_io(struct zygote *z, int ci, short revents);
 /* dial the peers whose time has come */
 void swift_try_peers(struct zygote *z, uint64_t now);

@@ -278,10 +278,11 @@ static int add_maps(struct swift_dev *d, int row, const uintptr_t *before, int n
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		int seen = 0;
+		/* a row's creation looks up every device mapping of the
+		 * process: linear, a pool of hundreds would cost time
+		 * quadratic in its size (dev_maps gives addresses sorted) */
+		int seen = swift_in_sorted(before, nbefore, now[i]);
 
-		for (j = 0; j < nbefore && !seen; j++)
-			seen = before[j] == now[i];
 		for (j = 0; j < r->nmaps && !seen; j++)
 			seen = r->maps[j].addr == now[i];
 		if (seen)

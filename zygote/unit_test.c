@@ -2327,6 +2327,29 @@ static void put(const char *base, const char *rel)
  * (child.c) in a small tree: root B, the socket directory B/run/swift, a
  * proc B/proc where it is process 4242. Each attack it plays is refused;
  * what it may do still works. */
+static void test_in_sorted_xnext(void)
+{
+	static const uintptr_t a[] = {0x1000, 0x3000, 0x7000, 0x7fff0000};
+	static const struct {
+		int asked, late, want;
+	} x[] = {
+		{64, 1, 32}, {32, 1, 16}, {1, 1, 1},  {3, 1, 1},   {64, 0, 64}, {16, 0, 32},
+		{40, 0, 64}, {1, 0, 2},   {0, 1, 32}, {65, 0, 64}, {-5, 1, 32},
+	};
+	size_t i;
+	char what[96];
+
+	check(swift_in_sorted(a, 4, 0x1000) && swift_in_sorted(a, 4, 0x7000) && swift_in_sorted(a, 4, 0x7fff0000),
+	      "in_sorted: first, middle and last are found");
+	check(!swift_in_sorted(a, 4, 0x2000) && !swift_in_sorted(a, 4, 0) && !swift_in_sorted(a, 4, 0x80000000) &&
+		      !swift_in_sorted(a, 0, 0x1000) && !swift_in_sorted(a, 3, 0x7fff0000),
+	      "in_sorted: absent values, an empty array and the element past n are not");
+	for (i = 0; i < sizeof(x) / sizeof(x[0]); i++) {
+		snprintf(what, sizeof(what), "xnext(%d, late %d, 64) = %d", x[i].asked, x[i].late, x[i].want);
+		check(swift_xnext(x[i].asked, x[i].late, 64) == x[i].want, what);
+	}
+}
+
 static void test_dir_of(void)
 {
 	static const struct {
@@ -2492,6 +2515,7 @@ int main(void)
 	test_esc();
 	test_pick_gid();
 	test_dir_of();
+	test_in_sorted_xnext();
 	test_landlock();
 	test_mutations(m ? atol(m) : 100000);
 	printf("%d passed, %d failed\n", passed, failed);

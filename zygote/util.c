@@ -1,6 +1,6 @@
 /* Small helpers: the clock, a path's directory, escaping peer-supplied
- * text for logs, and
- * choosing the GID that carries this network namespace's address. */
+ * text for logs, choosing the GID that carries this network namespace's
+ * address, a sorted lookup and the size of a pool exchange. */
 #include <string.h>
 #include <time.h>
 #include "util.h"
@@ -77,4 +77,30 @@ int swift_pick_gid(const struct swift_gid_ent *t, int n, const uint32_t *addrs, 
 		if (t[i].valid)
 			return i;
 	return -1;
+}
+
+int swift_in_sorted(const uintptr_t *a, int n, uintptr_t v)
+{
+	int lo = 0, hi = n;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (a[mid] == v)
+			return 1;
+		if (a[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+int swift_xnext(int asked, int late, int max)
+{
+	if (asked < 1 || asked > max)
+		asked = max;
+	if (late)
+		return asked > 1 ? asked / 2 : 1;
+	return asked > max / 2 ? max : asked * 2;
 }

@@ -1,4 +1,5 @@
-/* Small helpers (util.c): time, paths, escaping, picking a GID. */
+/* Small helpers (util.c): time, paths, escaping, picking a GID, a sorted
+ * lookup, the size of a pool exchange. */
 #ifndef SWIFT_UTIL_H
 #define SWIFT_UTIL_H
 
@@ -30,5 +31,15 @@ struct swift_gid_ent {
  * entry (GID 0 of the port), or -1 when there is none. The result is a
  * position in t. A node-wide index is never assumed. */
 int swift_pick_gid(const struct swift_gid_ent *t, int n, const uint32_t *addrs, int naddr);
+
+/* swift_in_sorted: whether v is in a[0..n), sorted ascending. */
+int swift_in_sorted(const uintptr_t *a, int n, uintptr_t v);
+
+/* swift_xnext: the most QPs the next pool exchange to a peer asks for,
+ * after one that asked for `asked` (at most max) and was late (ran past its
+ * deadline) or not: half as many after a late one (at least 1), twice as
+ * many after one in time (at most max). A host too slow to build max rows
+ * within the deadline still builds its pool, in smaller exchanges. */
+int swift_xnext(int asked, int late, int max);
 
 #endif

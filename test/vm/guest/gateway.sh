@@ -187,6 +187,9 @@ EOS
 		if [ $i -ge 1200 ]; then
 			echo "pool $q: not connected within 60 s; $rows rows built; swift-init RSS $rss kB"
 			head -3 "$st"
+			zexec pb /.swift/bin/swift-run --status 2>&1 | head -3 || true
+			echo "--- pa.out (tail)"; tail -n 15 "$W/pa.out"
+			echo "--- pb.out (tail)"; tail -n 15 "$W/pb.out"
 			fact "pool.$q.connected" no
 		else
 			echo "pool $q: built and connected in $ms ms from ctr run; swift-init RSS $rss kB"
