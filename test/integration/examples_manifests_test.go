@@ -39,6 +39,8 @@ const (
 	exampleRuntimeClass = "swift"
 	swiftNodeLabel      = "swift.io/runtime"
 	nodeCritical        = "system-node-critical"
+	// KnativeServing is the apiVersion of a Knative Service
+	KnativeServing = "serving.knative.dev/v1"
 )
 
 // exampleRuntimeClasses are the examples' RuntimeClasses: the file that
@@ -60,20 +62,22 @@ var exampleNodeDevices = []string{"mlx5_0"}
 // exampleFiles lists every file under examples/ and the test that checks
 // it: a new example must be added here, and to a test.
 var exampleFiles = map[string]string{
-	"config.toml":              "TestExampleNodeConfig",
-	"policy.toml":              "TestExampleManifests, TestExamplePolicy (e2e), policy unit tests",
-	"runtimeclass.yaml":        "TestExampleManifests",
-	"cdi/pod.yaml":             "TestExampleManifests",
-	"device-plugin/pod.yaml":   "TestExampleManifests",
-	"dra/claim.yaml":           "TestExampleManifests",
-	"k8s/tenant-keys.yaml":     "TestExampleManifests",
-	"k8s/zygote-pod.yaml":      "TestExampleManifests",
-	"k8s/podnet.yaml":          "TestExampleManifests, the VM suite's k8s-podnet",
-	"k8s/node-agent-rbac.yaml": "TestExampleManifests, the VM suite's k8s-nodeconf",
-	"crictl/pod.json":          "TestExampleCrictl, the quickstart VM scenario",
-	"crictl/container.json":    "TestExampleCrictl, the quickstart VM scenario",
-	"containerd/swift-v2.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
-	"containerd/swift-v3.toml": "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
+	"config.toml":                      "TestExampleNodeConfig",
+	"policy.toml":                      "TestExampleManifests, TestExamplePolicy (e2e), policy unit tests",
+	"runtimeclass.yaml":                "TestExampleManifests",
+	"cdi/pod.yaml":                     "TestExampleManifests",
+	"device-plugin/pod.yaml":           "TestExampleManifests",
+	"dra/claim.yaml":                   "TestExampleManifests",
+	"k8s/tenant-keys.yaml":             "TestExampleManifests",
+	"k8s/zygote-pod.yaml":              "TestExampleManifests",
+	"k8s/podnet.yaml":                  "TestExampleManifests, the VM suite's k8s-podnet",
+	"k8s/node-agent-rbac.yaml":         "TestExampleManifests, the VM suite's k8s-nodeconf",
+	"serverless/openwhisk-action.yaml": "TestExampleManifests, the VM suite's k8s-serverless",
+	"serverless/knative-service.yaml":  "TestExampleManifests, the VM suite's k8s-serverless (its revision's pod)",
+	"crictl/pod.json":                  "TestExampleCrictl, the quickstart VM scenario",
+	"crictl/container.json":            "TestExampleCrictl, the quickstart VM scenario",
+	"containerd/swift-v2.toml":         "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
+	"containerd/swift-v3.toml":         "TestExampleDropIns (e2e), install's TestExamplesAreGenerated",
 }
 
 // TestExamplesAllChecked: every file under examples/ is one a test checks.
@@ -282,7 +286,8 @@ func TestExampleManifests(t *testing.T) {
 		rel, _ := filepath.Rel(root, f)
 		rels = append(rels, filepath.ToSlash(rel))
 	}
-	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/node-agent-rbac.yaml", "k8s/podnet.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml"}
+	wantFiles := []string{"cdi/pod.yaml", "device-plugin/pod.yaml", "dra/claim.yaml", "k8s/node-agent-rbac.yaml", "k8s/podnet.yaml", "k8s/tenant-keys.yaml", "k8s/zygote-pod.yaml", "runtimeclass.yaml",
+		"serverless/knative-service.yaml", "serverless/openwhisk-action.yaml"}
 	if !slices.Equal(rels, wantFiles) {
 		t.Errorf("examples/**/*.yaml = %q, want %q (update the checks for a new example)", rels, wantFiles)
 	}
@@ -369,6 +374,25 @@ func TestExampleManifests(t *testing.T) {
 					continue
 				}
 				pods = append(pods, examplePod{file: rel, where: where, namespace: m.Metadata.Namespace, meta: m.Metadata, spec: s, ownerKind: "Pod"})
+			case "Service":
+				if m.APIVersion != KnativeServing {
+					continue
+				}
+				// a Knative Service: its revisions' pods are made from
+				// its template, the one container named user-container
+				// unless it is named
+				var w workload
+				if err := json.Unmarshal(m.Spec, &w); err != nil {
+					t.Errorf("%s: spec: %v", where, err)
+					continue
+				}
+				for i := range w.Template.Spec.Containers {
+					if w.Template.Spec.Containers[i].Name == "" {
+						w.Template.Spec.Containers[i].Name = "user-container"
+					}
+				}
+				pods = append(pods, examplePod{file: rel, where: where + " (revision template)", namespace: m.Metadata.Namespace,
+					meta: w.Template.Metadata, spec: w.Template.Spec, ownerKind: "KnativeService"})
 			case "DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job":
 				var w workload
 				if err := json.Unmarshal(m.Spec, &w); err != nil {
@@ -395,17 +419,25 @@ func TestExampleManifests(t *testing.T) {
 
 	// What each pod run by the RuntimeClass resolves to: literal.
 	wantTenants := map[string]string{
-		"runtimeclass.yaml/rdma-worker":    "team-a",
-		"cdi/pod.yaml/worker-cdi":          "team-a",
-		"device-plugin/pod.yaml/worker-dp": "team-a",
-		"dra/claim.yaml/worker-dra":        "team-a",
-		"k8s/zygote-pod.yaml/trainer-0":    "team-a",
-		"k8s/podnet.yaml/rank-0":           "team-a",
+		"runtimeclass.yaml/rdma-worker":                  "team-a",
+		"cdi/pod.yaml/worker-cdi":                        "team-a",
+		"device-plugin/pod.yaml/worker-dp":               "team-a",
+		"dra/claim.yaml/worker-dra":                      "team-a",
+		"k8s/zygote-pod.yaml/trainer-0":                  "team-a",
+		"k8s/podnet.yaml/rank-0":                         "team-a",
+		"serverless/openwhisk-action.yaml/ow-action":     "team-a",
+		"serverless/openwhisk-action.yaml/ow-echo":       "team-a",
+		"serverless/knative-service.yaml/hello-echo":     "team-a",
+		"serverless/knative-service.yaml/KnativeService": "team-a",
 	}
 	// The names a zygote pod's zygote and peers get, in its namespace: literal.
 	wantZygotes := map[string]string{
-		"k8s/zygote-pod.yaml/trainer-0": "trainer-0-worker.team-a, peers trainer-1-worker.team-a",
-		"k8s/podnet.yaml/rank-0":        "rank-0-worker.team-a, peers rank-1-worker.team-a",
+		"k8s/zygote-pod.yaml/trainer-0":                  "trainer-0-worker.team-a, peers trainer-1-worker.team-a",
+		"k8s/podnet.yaml/rank-0":                         "rank-0-worker.team-a, peers rank-1-worker.team-a",
+		"serverless/openwhisk-action.yaml/ow-action":     "ow-action-action.team-a, peers ow-echo-echo.team-a",
+		"serverless/openwhisk-action.yaml/ow-echo":       "ow-echo-echo.team-a, peers ow-action-action.team-a",
+		"serverless/knative-service.yaml/hello-echo":     "hello-echo-echo.team-a, peers hello-rdma.team-a",
+		"serverless/knative-service.yaml/KnativeService": "hello-rdma.team-a, peers hello-echo-echo.team-a",
 	}
 	gotTenants, gotZygotes := map[string]string{}, map[string]string{}
 	cdiDevices := 0
