@@ -243,8 +243,8 @@ func (b *k8sBed) serverlessCleanup(ctx context.Context, before map[string]string
 // revisionPod makes the pod Knative's revision rev of a Knative Service
 // would run: the template's labels and annotations with Knative's labels,
 // its spec without Knative's own fields, the container named
-// user-container unless named, and PORT set to its port. (No queue-proxy:
-// nothing routes through Knative here.)
+// user-container unless named, PORT set to its port, and timeoutSeconds
+// to end. (No queue-proxy: nothing routes through Knative here.)
 func revisionPod(ksvc, rev string) (string, error) {
 	if !regexp.MustCompile(`(?m)^apiVersion: serving\.knative\.dev/v1$`).MatchString(ksvc) ||
 		!regexp.MustCompile(`(?m)^kind: Service$`).MatchString(ksvc) {
@@ -275,7 +275,12 @@ func revisionPod(ksvc, rev string) (string, error) {
 	}
 	labels["serving.knative.dev/service"] = s.Metadata.Name
 	labels["serving.knative.dev/revision"] = s.Metadata.Name + "-" + rev
-	spec := map[string]any{}
+	// Knative gives a revision's pod its timeoutSeconds (300 unless set)
+	// to end
+	spec := map[string]any{"terminationGracePeriodSeconds": float64(300)}
+	if v, ok := t.Spec["timeoutSeconds"]; ok {
+		spec["terminationGracePeriodSeconds"] = v
+	}
 	for k, v := range t.Spec {
 		if k != "containerConcurrency" && k != "timeoutSeconds" && k != "responseStartTimeoutSeconds" && k != "idleTimeoutSeconds" {
 			spec[k] = v
@@ -302,7 +307,6 @@ func revisionPod(ksvc, rev string) (string, error) {
 	}
 	env, _ := ct["env"].([]any)
 	ct["env"] = append(env, map[string]any{"name": "PORT", "value": strconv.Itoa(port)})
-	spec["terminationGracePeriodSeconds"] = 70
 	meta := map[string]any{"name": s.Metadata.Name + "-" + rev + "-deployment", "namespace": s.Metadata.Namespace, "labels": labels}
 	if len(t.Metadata.Annotations) > 0 {
 		meta["annotations"] = t.Metadata.Annotations

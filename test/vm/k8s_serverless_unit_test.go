@@ -49,7 +49,7 @@ spec:
     ports:
     - containerPort: 9000
   runtimeClassName: swift-podnet
-  terminationGracePeriodSeconds: 70
+  terminationGracePeriodSeconds: 60
 `, ""},
 		{"a named container and env of its own, port 8080 by default", `apiVersion: serving.knative.dev/v1
 kind: Service
@@ -76,7 +76,7 @@ spec:
       value: "8080"
     image: img
     name: main
-  terminationGracePeriodSeconds: 70
+  terminationGracePeriodSeconds: 300
 `, ""},
 		{"not Knative", "apiVersion: v1\nkind: Service\nmetadata: {name: fn}\n", "", `not a Knative Service: "apiVersion: v1 | kind: Service"`},
 		{"two containers", "apiVersion: serving.knative.dev/v1\nkind: Service\nspec:\n  template:\n    spec:\n      containers: [{image: a}, {image: b}]\n",

@@ -1165,13 +1165,13 @@ func checkGateway(t *testing.T, cfg Config, f map[string]string, want func(key, 
 			res["invoke.pool_"+q+"_ms"] = num("pool." + q + ".ms")
 		}
 	}
-	// up to 64 QPs a pair connects within the bound; 256 is where it stops
-	// (docs/benchmarks.md says what it reaches)
-	for _, q := range []string{"1", "16", "64"} {
+	// every pool connects within the scenario's 180 s, 256 QPs (the most a
+	// zygote holds) too: a host too slow to build 64 rows within an
+	// exchange's deadline builds them in smaller exchanges
+	for _, q := range []string{"1", "16", "64", "256"} {
 		want("pool."+q+".connected", "yes")
 		want("pool."+q+".rows", q)
 	}
-	t.Logf("%s: a pool of 256: connected %s, %s rows built, %s kB", name, f["pool.256.connected"], f["pool.256.rows"], f["pool.256.rss_kb"])
 	t.Logf("%s: invoke %v", name, res)
 	// the targets hold in make bench's run (a few runs in make test are
 	// reported, not judged)

@@ -178,14 +178,14 @@ EOS
 		i=0
 		until grep -q "^peer pb .* connected free $q " "$st" 2>/dev/null; do
 			i=$((i + 1))
-			[ $i -lt 1200 ] || break
+			[ $i -lt 3600 ] || break
 			sleep 0.05
 		done
 		ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 		rows=$(sed -n 's/^rows total=\([0-9]*\) .*/\1/p' "$st")
 		rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$pid/status")
-		if [ $i -ge 1200 ]; then
-			echo "pool $q: not connected within 60 s; $rows rows built; swift-init RSS $rss kB"
+		if [ $i -ge 3600 ]; then
+			echo "pool $q: not connected within 180 s; $rows rows built; swift-init RSS $rss kB"
 			head -3 "$st"
 			zexec pb /.swift/bin/swift-run --status 2>&1 | head -3 || true
 			echo "--- pa.out (tail)"; tail -n 15 "$W/pa.out"
