@@ -55,25 +55,10 @@ func (b *k8sBed) serverless(ctx context.Context) {
 	}
 	defer b.serverlessCleanup(ctx, before)
 	// the RuntimeClass swift-podnet, as examples/k8s/podnet.yaml has it
-	pn, err := b.example("k8s/podnet.yaml")
-	if err == nil {
-		err = fmt.Errorf("no RuntimeClass in it")
-		for _, d := range strings.Split(pn, "\n---\n") {
-			if regexp.MustCompile(`(?m)^kind: RuntimeClass$`).MatchString(d) {
-				err = b.apply(ctx, d)
-			}
-		}
-	}
-	if err != nil {
-		b.fail(c, "the RuntimeClass of examples/k8s/podnet.yaml: %v", err)
-		return
-	}
-	ow, err := b.example("serverless/openwhisk-action.yaml")
-	if err == nil {
-		err = b.apply(ctx, ow)
-	}
-	if err != nil {
-		b.fail(c, "apply examples/serverless/openwhisk-action.yaml: %v", err)
+	if !b.applyExample(ctx, c, "k8s/podnet.yaml", func(y string) string {
+		rc, _ := splitDocs(y, `(?m)^kind: RuntimeClass$`)
+		return strings.Join(rc, "\n---\n")
+	}) || !b.applyExample(ctx, c, "serverless/openwhisk-action.yaml", nil) {
 		return
 	}
 	url, invoker, ok := b.fnPod(ctx, "ow", "ow-action", "action", "ow-echo", "echo", "ow-echo-echo.team-a", "ow-action-action.team-a")
@@ -117,16 +102,8 @@ func (b *k8sBed) serverless(ctx context.Context) {
 		b.fail(c, "%v", err)
 		return
 	}
-	var rest []string
-	var ksvc string
-	for _, d := range strings.Split(kn, "\n---\n") {
-		if regexp.MustCompile(`(?m)^apiVersion: serving\.knative\.dev/v1$`).MatchString(d) {
-			ksvc = d
-			continue
-		}
-		rest = append(rest, d)
-	}
-	pod, err := revisionPod(ksvc, "00001")
+	ksvc, rest := splitDocs(kn, knativeService)
+	pod, err := revisionPod(strings.Join(ksvc, "\n---\n"), "00001")
 	if err == nil {
 		err = b.apply(ctx, strings.Join(append(rest, pod), "\n---\n"))
 	}
@@ -144,14 +121,31 @@ func (b *k8sBed) serverless(ctx context.Context) {
 	b.calls(c, "kn", invoker, "http", url+"/", "hello-echo-echo.team-a")
 }
 
+// knativeService matches a manifest of Knative Serving's API.
+const knativeService = `(?m)^apiVersion: serving\.knative\.dev/v1$`
+
+// splitDocs splits a manifest into its documents that match re and the
+// others, each in order.
+func splitDocs(yaml, re string) (match, rest []string) {
+	r := regexp.MustCompile(re)
+	for _, d := range strings.Split(yaml, "\n---\n") {
+		if r.MatchString(d) {
+			match = append(match, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	return match, rest
+}
+
 // fnPod waits for a function's pod and its peer to run and pair, and for
 // the peer's echo to hold the pool; it returns the function's URL and the
 // node an invoker reaches it from (the other one: a macvlan pod is out of
 // its own node's reach). Facts k.nodes, k.status.
 func (b *k8sBed) fnPod(ctx context.Context, k, pod, ctr, peer, peerCtr, peerName, name string) (string, string, bool) {
 	c := K8sServerless
-	var ip, node string
-	var nodes []string
+	var ip string
+	nodeOf := map[string]string{}
 	for _, p := range []string{pod, peer} {
 		if err := b.waitRunning(ctx, "team-a", p, 4*time.Minute); err != nil {
 			b.fail(c, "%s Running: %v", p, err)
@@ -163,18 +157,13 @@ func (b *k8sBed) fnPod(ctx context.Context, k, pod, ctr, peer, peerCtr, peerName
 			b.fail(c, "%s's node and address: %q", p, out)
 			return "", "", false
 		}
-		nodes = append(nodes, p+" "+f[0])
+		nodeOf[p] = f[0]
 		if p == pod {
-			node, ip = f[0], f[1]
+			ip = f[1]
 		}
 	}
-	b.fact(c, k+".nodes_differ", strconv.FormatBool(strings.Fields(nodes[0])[1] != strings.Fields(nodes[1])[1]))
-	var st string
-	err := until(ctx, 3*time.Minute, func() (bool, error) {
-		var err error
-		st, err = b.exec(ctx, "team-a", pod, ctr, "/.swift/bin/swift-run", "--status")
-		return err == nil && regexp.MustCompile(`(?m)^peer `+regexp.QuoteMeta(peerName)+` .* connected `).MatchString(st), err
-	})
+	b.fact(c, k+".nodes_differ", strconv.FormatBool(nodeOf[pod] != nodeOf[peer]))
+	st, err := b.peerStatus(ctx, pod, ctr, peerName)
 	b.fact(c, k+".status", firstLines(st, `^(zygote|peer) `))
 	if err != nil {
 		b.fail(c, "%s's zygote never connected to %s's: %v", pod, peer, err)
@@ -191,7 +180,7 @@ func (b *k8sBed) fnPod(ctx context.Context, k, pod, ctr, peer, peerCtr, peerName
 		return "", "", false
 	}
 	invoker := NodeA
-	if node == NodeA {
+	if nodeOf[pod] == NodeA {
 		invoker = NodeB
 	}
 	return "http://" + ip + ":8080", invoker, true
@@ -246,7 +235,7 @@ func (b *k8sBed) serverlessCleanup(ctx context.Context, before map[string]string
 // user-container unless named, PORT set to its port, and timeoutSeconds
 // to end. (No queue-proxy: nothing routes through Knative here.)
 func revisionPod(ksvc, rev string) (string, error) {
-	if !regexp.MustCompile(`(?m)^apiVersion: serving\.knative\.dev/v1$`).MatchString(ksvc) ||
+	if !regexp.MustCompile(knativeService).MatchString(ksvc) ||
 		!regexp.MustCompile(`(?m)^kind: Service$`).MatchString(ksvc) {
 		return "", fmt.Errorf("not a Knative Service: %q", firstLines(ksvc, `^(apiVersion|kind):`))
 	}

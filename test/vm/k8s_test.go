@@ -236,7 +236,8 @@ func (b *k8sBed) run(ctx context.Context) {
 // k8s-nodes and k8s-runtimeclass, which makes namespace team-a, always
 // run, and k8s-zygotes gives the nodes the tenant's keys, which every
 // zygote pair needs): for working on one check. The others are reported
-// skipped, never passed.
+// skipped, never passed; a check that counts on an earlier one's cleanup
+// (k8s-podnet on k8s-lifecycle's) needs that one selected too.
 const EnvK8sChecks = "SWIFT_K8S_CHECKS"
 
 // selected tells whether check c runs.
@@ -312,6 +313,37 @@ func (b *k8sBed) example(name string) (string, error) {
 	return strings.ReplaceAll(string(y), "mlx5_0", "rxe0"), err
 }
 
+// applyExample applies an example manifest (through edit, when not nil),
+// or records why it could not under check c.
+func (b *k8sBed) applyExample(ctx context.Context, c, name string, edit func(string) string) bool {
+	y, err := b.example(name)
+	if err == nil {
+		if edit != nil {
+			y = edit(y)
+		}
+		err = b.apply(ctx, y)
+	}
+	if err != nil {
+		b.fail(c, "apply examples/%s: %v", name, err)
+		return false
+	}
+	return true
+}
+
+// peerStatus waits up to 3 minutes until swift-run --status in pod (of
+// team-a)'s container ctr shows its zygote connected to peer; it returns
+// the last status seen.
+func (b *k8sBed) peerStatus(ctx context.Context, pod, ctr, peer string) (string, error) {
+	connected := regexp.MustCompile(`(?m)^peer ` + regexp.QuoteMeta(peer) + ` .* connected `)
+	var st string
+	err := until(ctx, 3*time.Minute, func() (bool, error) {
+		var err error
+		st, err = b.exec(ctx, "team-a", pod, ctr, "/.swift/bin/swift-run", "--status")
+		return err == nil && connected.MatchString(st), err
+	})
+	return st, err
+}
+
 // pinned adds a nodeSelector for node to every Pod of a manifest (a pod
 // whose peers are named by node address must run on that node).
 func pinned(yaml, node string) string {
@@ -326,12 +358,7 @@ func pinned(yaml, node string) string {
 
 func (b *k8sBed) runtimeClass(ctx context.Context) {
 	c := K8sRuntime
-	y, err := b.example("runtimeclass.yaml")
-	if err == nil {
-		err = b.apply(ctx, pinned(y, NodeA))
-	}
-	if err != nil {
-		b.fail(c, "apply examples/runtimeclass.yaml: %v", err)
+	if !b.applyExample(ctx, c, "runtimeclass.yaml", func(y string) string { return pinned(y, NodeA) }) {
 		return
 	}
 	if err := b.waitRunning(ctx, "team-a", "rdma-worker", 4*time.Minute); err != nil {
@@ -759,12 +786,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		b.fail(c, "swiftctl keys gen: %v: %s", err, out)
 		return
 	}
-	y, err := b.example("k8s/tenant-keys.yaml")
-	if err == nil {
-		err = b.apply(ctx, y)
-	}
-	if err != nil {
-		b.fail(c, "apply examples/k8s/tenant-keys.yaml: %v", err)
+	if !b.applyExample(ctx, c, "k8s/tenant-keys.yaml", nil) {
 		return
 	}
 	secret, err := b.kubectl(ctx, "-n", "swift-system", "create", "secret", "generic", "swift-tenant-keys",
@@ -826,11 +848,7 @@ func (b *k8sBed) zygotes(ctx context.Context) {
 		`jsonpath={.status.containerStatuses[?(@.name=="log-shipper")].restartCount} {.status.containerStatuses[?(@.name=="log-shipper")].ready}`)
 	b.fact(c, "sidecar.state", strings.TrimSpace(sc))
 	b.inside(ctx, c, "sidecar", "team-a", "trainer-0", "log-shipper")
-	var st string
-	err = until(ctx, 3*time.Minute, func() (bool, error) {
-		st, err = b.exec(ctx, "team-a", "trainer-0", "worker", "/.swift/bin/swift-run", "--status")
-		return err == nil && regexp.MustCompile(`(?m)^peer trainer-1-worker\.team-a .* connected `).MatchString(st), err
-	})
+	st, err := b.peerStatus(ctx, "trainer-0", "worker", "trainer-1-worker.team-a")
 	b.fact(c, "status", firstLines(st, `^(zygote|peer) `))
 	if err != nil {
 		b.fail(c, "trainer-0's zygote never connected to trainer-1's: %v", err)
@@ -1053,11 +1071,7 @@ func (b *k8sBed) podnet(ctx context.Context) {
 	dev := b.facts[c]["rank-0.devices_env"]
 	b.mu.Unlock()
 	b.fact(c, "rank-0.dev_of_netns", strconv.FormatBool(ns != "" && dev == "swp"+ns))
-	var st string
-	err = until(ctx, 3*time.Minute, func() (bool, error) {
-		st, err = b.exec(ctx, "team-a", "rank-0", "worker", "/.swift/bin/swift-run", "--status")
-		return err == nil && regexp.MustCompile(`(?m)^peer rank-1-worker\.team-a .* connected `).MatchString(st), err
-	})
+	st, err := b.peerStatus(ctx, "rank-0", "worker", "rank-1-worker.team-a")
 	b.fact(c, "status", firstLines(st, `^(zygote|peer) `))
 	b.fact(c, "rank-0.zygote_device", sub(st, `(?m)^zygote \S+ tenant \S+ device (\S+)`))
 	if err != nil {
@@ -1112,12 +1126,7 @@ func (b *k8sBed) podnet(ctx context.Context) {
 func (b *k8sBed) nodeconf(ctx context.Context) {
 	c := K8sNodeconf
 	nodes := []string{NodeA, NodeB}
-	y, err := b.example("k8s/node-agent-rbac.yaml")
-	if err == nil {
-		err = b.apply(ctx, y)
-	}
-	if err != nil {
-		b.fail(c, "apply examples/k8s/node-agent-rbac.yaml: %v", err)
+	if !b.applyExample(ctx, c, "k8s/node-agent-rbac.yaml", nil) {
 		return
 	}
 	if _, err := b.kubectl(ctx, "-n", "swift-system", "delete", "daemonset", "swift-tenant-keys", "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
